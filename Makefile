@@ -1,0 +1,44 @@
+# The two commands a newcomer needs: `make demo` and `make test`. Both build the local virtual environment first;
+# it is the only place the `watchdog` import package is installed (see README: name clash with the
+# filesystem-events library of the same name).
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+DEBS := prometheus prometheus-alertmanager mosquitto
+
+.PHONY: demo test venv debs bench lint clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+# Debian packages the suite runs for real: promtool (golden exposition), Alertmanager (controller webhook),
+# Mosquitto. Installed only when missing; needs root (CI runs as root) or sudo.
+debs:
+	@missing=""; for p in $(DEBS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:$$missing"; \
+	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+	  $$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q --no-install-recommends $$missing; \
+	fi
+
+demo: $(STAMP)
+	$(BIN)/gpu-watchdog demo $(DEMO_ARGS)
+
+test: $(STAMP) debs
+	$(BIN)/lint-imports
+	$(BIN)/pytest -p no:cacheprovider $(PYTEST_ARGS)
+
+bench: $(STAMP)
+	$(BIN)/python bench/bench_sampling.py
+	$(BIN)/python bench/bench_exporter.py
+	$(BIN)/python bench/bench_attribution.py
+	$(BIN)/python bench/bench_detection.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info

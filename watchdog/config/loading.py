@@ -1,0 +1,84 @@
+"""Reading settings and policies from YAML, environment and flags, with errors that name the field.
+
+Precedence, lowest first: model defaults, the YAML file, environment variables ``GPU_WATCHDOG_<TOPIC>__<FIELD>``,
+then command-line flags. A file that does not validate is refused with every invalid field's dotted path and
+reason; it is never half-applied.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Mapping, TypeVar
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+ENV_PREFIX = "GPU_WATCHDOG_"
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class ConfigError(ValueError):
+    """A configuration or policy that does not validate; ``problems`` lists (field path, reason)."""
+
+    def __init__(self, source: str, problems: list[tuple[str, str]]):
+        self.source = source
+        self.problems = problems
+        lines = "\n".join(f"  {path}: {reason}" for path, reason in problems)
+        super().__init__(f"{source}: {len(problems)} invalid field(s)\n{lines}")
+
+
+def read_yaml(path: str | Path) -> dict[str, Any]:
+    """Parse a YAML mapping; syntax errors and non-mappings become a ConfigError naming the file."""
+    text = Path(path).read_text(encoding="utf-8")
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark is not None else "(document)"
+        raise ConfigError(str(path), [(where, f"YAML syntax error: {getattr(exc, 'problem', exc)}")]) from exc
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(str(path), [("(document)", "the top level must be a mapping of sections")])
+    return data
+
+
+def env_overrides(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """``GPU_WATCHDOG_PUBLISHING__PORT=9000`` → {"publishing": {"port": "9000"}} (pydantic coerces the text)."""
+    environ = os.environ if environ is None else environ
+    out: dict[str, Any] = {}
+    for name, value in environ.items():
+        if not name.startswith(ENV_PREFIX):
+            continue
+        parts = [p.lower() for p in name[len(ENV_PREFIX):].split("__") if p]
+        if not parts:
+            continue
+        node = out
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                break
+        else:
+            node[parts[-1]] = value
+    return out
+
+
+def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in override.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def validate(model: type[M], data: Mapping[str, Any], *, source: str) -> M:
+    """Build ``model`` from ``data`` or raise ConfigError listing every invalid field as a dotted path."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        problems = [(".".join(str(p) for p in err["loc"]) or "(document)", err["msg"]) for err in exc.errors()]
+        raise ConfigError(source, problems) from None
