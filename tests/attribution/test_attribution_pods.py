@@ -1,0 +1,102 @@
+"""The watch-fed pod cache: events, relists, the three lookups, and stable snapshots."""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+
+import pytest
+
+from watchdog.attribution.pods import MIRROR_ANNOTATION, PodCache
+from watchdog.model import ContainerInfo
+
+
+def test_added_modified_deleted(make_pod):
+    cache = PodCache()
+    pod = make_pod("train")
+    cache.apply("ADDED", pod)
+    assert cache.get(pod.uid) is pod
+    assert cache.by_name("ml", "train") is pod
+    moved = make_pod("train", phase="Succeeded")
+    cache.apply("MODIFIED", moved)
+    assert cache.get(pod.uid).phase == "Succeeded"
+    assert len(cache) == 1
+    cache.apply("DELETED", moved)
+    assert cache.get(pod.uid) is None
+    assert cache.by_name("ml", "train") is None
+    assert len(cache) == 0
+
+
+def test_deleting_an_unknown_pod_is_harmless_and_bookmark_is_a_no_op(make_pod):
+    cache = PodCache([make_pod("a")])
+    cache.apply("DELETED", make_pod("never-seen"))
+    cache.apply("BOOKMARK", make_pod("a"))
+    assert list(cache.snapshot()) == ["uid-ml-a"]
+
+
+def test_unknown_event_types_and_non_pods_are_refused(make_pod):
+    cache = PodCache()
+    with pytest.raises(ValueError, match="unknown pod watch event type 'ERROR'"):
+        cache.apply("ERROR", make_pod("a"))
+    with pytest.raises(TypeError, match="PodInfo"):
+        cache.apply("ADDED", {"uid": "x"})
+    with pytest.raises(TypeError, match="PodInfo"):
+        cache.replace([object()])
+
+
+def test_replace_is_a_relist(make_pod):
+    cache = PodCache([make_pod("old")])
+    cache.replace([make_pod("a"), make_pod("b", namespace="web")])
+    assert sorted(cache.snapshot()) == ["uid-ml-a", "uid-web-b"]
+    assert cache.by_name("ml", "old") is None
+    assert cache.by_name("web", "b").namespace == "web"
+
+
+def test_recreated_pod_with_the_same_name_prefers_the_live_one(make_pod):
+    cache = PodCache()
+    old = make_pod("db-0", uid="uid-old", deleting=True)
+    new = make_pod("db-0", uid="uid-new")
+    cache.apply("ADDED", new)
+    cache.apply("MODIFIED", old)  # a late update of the terminating predecessor
+    assert cache.by_name("ml", "db-0") is new
+    cache.apply("DELETED", new)
+    assert cache.by_name("ml", "db-0") is old
+
+
+def test_snapshot_is_read_only_stable_and_rebuilt_only_on_change(make_pod):
+    cache = PodCache([make_pod("a")])
+    first = cache.snapshot()
+    assert isinstance(first, MappingProxyType)
+    assert cache.snapshot() is first
+    cache.apply("ADDED", make_pod("b"))
+    assert list(first) == ["uid-ml-a"]
+    assert sorted(cache.snapshot()) == ["uid-ml-a", "uid-ml-b"]
+
+
+def test_container_name_from_full_short_or_scheme_prefixed_ids(make_pod):
+    full = "c" * 64
+    pod = make_pod(
+        "p",
+        containers=(
+            ContainerInfo("main", full),
+            ContainerInfo("sidecar", "containerd://" + "d" * 64),
+            ContainerInfo("pending", None),
+        ),
+    )
+    cache = PodCache([pod])
+    assert cache.container_name(pod.uid, full) == "main"
+    assert cache.container_name(pod.uid, full[:12]) == "main"
+    assert cache.container_name(pod.uid, "d" * 64) == "sidecar"
+    assert cache.container_name(pod.uid, "e" * 64) is None
+    assert cache.container_name(pod.uid, None) is None
+    assert cache.container_name("no-such-uid", full) is None
+
+
+def test_static_pod_found_by_its_config_hash(make_pod):
+    config_hash = "6a1b2c3d4e5f60718293a4b5c6d7e8f9"
+    mirror = make_pod("etcd-node-a", namespace="kube-system", mirror=True,
+                      annotations=MappingProxyType({MIRROR_ANNOTATION: config_hash}))
+    cache = PodCache([mirror])
+    assert cache.get(config_hash) is mirror
+    assert cache.container_name(config_hash, mirror.containers[0].container_id) == "main"
+    cache.apply("DELETED", mirror)
+    assert cache.get(config_hash) is None

@@ -1,0 +1,180 @@
+"""The kubelet PodResources v1 client: the one place (with the generated stubs) that speaks gRPC.
+
+Everything above it sees ``DeviceAssignment`` tuples and a three-class error tree, never a grpc type, so the
+refresh policy (``assignments.py``) is testable without a server and grpc stays replaceable. Facts relied on are in
+reference/kubernetes-and-friends.md §2: unix socket, ``/v1.PodResourcesLister/*`` paths, 100 QPS/burst 10 server
+rate limit answered with RESOURCE_EXHAUSTED, replicas of a time-sliced/MPS device listed as ``<uuid>::<n>``.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import logging
+import os
+from typing import Iterable, Sequence
+
+import grpc
+
+from watchdog.attribution.assignments import KubeletAssignments
+from watchdog.attribution.proto import podresources_v1_pb2 as pb
+from watchdog.attribution.proto import podresources_v1_pb2_grpc as pb_grpc
+from watchdog.config.attribution import AttributionSettings
+from watchdog.model import DeviceAssignment
+
+log = logging.getLogger(__name__)
+
+DEFAULT_RESOURCES = ("nvidia.com/gpu", "nvidia.com/mig-*")
+_REPLICA_SEPARATOR = "::"
+# A List answer grows with pods × devices; Kubernetes' own podresources client helper accepts 16 MiB
+# (pkg/kubelet/apis/podresources/client.go, defaultPodResourcesMaxSize) instead of gRPC's 4 MiB default; so do we.
+_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+
+
+class KubeletError(Exception):
+    """The PodResources API answered with an error, or something unexpected came back."""
+
+    kind = "error"
+
+
+class KubeletUnavailable(KubeletError):
+    """No kubelet to talk to: the socket is absent, refuses connections, or the call timed out."""
+
+    kind = "unavailable"
+
+
+class KubeletRateLimited(KubeletError):
+    """RESOURCE_EXHAUSTED "rejected by rate limit": the kubelet's 100 QPS / burst 10 limiter said no."""
+
+    kind = "rate_limited"
+
+
+class KubeletPodNotFound(KubeletError):
+    """Get named a pod the kubelet does not know (it answers UNKNOWN "pod X in namespace Y not found")."""
+
+    kind = "pod_not_found"
+
+
+def split_replica(device_id: str) -> tuple[str, int | None]:
+    """``"GPU-…::3"`` → ``("GPU-…", 3)``; an ID without a numeric replica suffix is returned whole."""
+    base, separator, suffix = device_id.rpartition(_REPLICA_SEPARATOR)
+    if separator and base and suffix.isdigit():
+        return base, int(suffix)
+    return device_id, None
+
+
+def resource_matches(resource: str, patterns: Iterable[str]) -> bool:
+    return any(fnmatch.fnmatchcase(resource, pattern) for pattern in patterns)
+
+
+class PodResourcesClient:
+    """Async client for one kubelet socket; each call is one RPC with a deadline, errors mapped to ``KubeletError``.
+
+    The channel is made on first use and dropped after UNAVAILABLE: a fresh channel connects at once, whereas a
+    channel in TRANSIENT_FAILURE fails fast until gRPC's own reconnect backoff (up to 120 s) expires; the caller's
+    backoff should be the only one.
+    """
+
+    def __init__(
+        self, socket_path: str, *, timeout: float = 5.0, resources: Sequence[str] = DEFAULT_RESOURCES
+    ) -> None:
+        if not socket_path:
+            raise ValueError("socket_path must name the kubelet's pod-resources unix socket")
+        if timeout <= 0:
+            raise ValueError(f"timeout must be positive, got {timeout}")
+        self.socket_path = socket_path
+        self.timeout = timeout
+        self.resources = tuple(resources)
+        self.calls = 0
+        self._channel: grpc.aio.Channel | None = None
+        self._stub: pb_grpc.PodResourcesListerStub | None = None
+
+    async def list_assignments(self) -> tuple[DeviceAssignment, ...]:
+        """Every GPU/MIG device (per the resource patterns) the kubelet has assigned to a container on this node."""
+        response = await self._call("List", pb.ListPodResourcesRequest())
+        found: list[DeviceAssignment] = []
+        for pod in response.pod_resources:
+            found.extend(self._pod_assignments(pod))
+        return tuple(found)
+
+    async def get_assignments(self, namespace: str, name: str) -> tuple[DeviceAssignment, ...]:
+        """One pod's devices via Get (beta, on by default from Kubernetes 1.34)."""
+        request = pb.GetPodResourcesRequest(pod_name=name, pod_namespace=namespace)
+        response = await self._call("Get", request)
+        return tuple(self._pod_assignments(response.pod_resources))
+
+    async def allocatable_devices(self) -> tuple[tuple[str, str], ...]:
+        """(resource, device ID) of every matching device the kubelet can hand out, assigned or not."""
+        response = await self._call("GetAllocatableResources", pb.AllocatableResourcesRequest())
+        found = {
+            (devices.resource_name, split_replica(device_id)[0]): None  # replicas of one device count once
+            for devices in response.devices
+            if resource_matches(devices.resource_name, self.resources)
+            for device_id in devices.device_ids
+        }
+        return tuple(found)
+
+    async def close(self) -> None:
+        channel, self._channel, self._stub = self._channel, None, None
+        if channel is not None:
+            await channel.close()
+
+    def _pod_assignments(self, pod: pb.PodResources) -> list[DeviceAssignment]:
+        found = []
+        for container in pod.containers:
+            for devices in container.devices:
+                if not resource_matches(devices.resource_name, self.resources):
+                    continue
+                for device_id in devices.device_ids:
+                    base, replica = split_replica(device_id)
+                    found.append(
+                        DeviceAssignment(
+                            device_id=base,
+                            resource=devices.resource_name,
+                            namespace=pod.namespace,
+                            pod=pod.name,
+                            container=container.name,
+                            replica=replica,
+                        )
+                    )
+        return found
+
+    async def _call(self, method: str, request):
+        if not os.path.exists(self.socket_path):
+            await self.close()
+            raise KubeletUnavailable(f"kubelet socket {self.socket_path} does not exist")
+        if self._stub is None:
+            self._channel = grpc.aio.insecure_channel(
+                f"unix://{os.path.abspath(self.socket_path)}",
+                options=[("grpc.max_receive_message_length", _MAX_MESSAGE_BYTES)],
+            )
+            self._stub = pb_grpc.PodResourcesListerStub(self._channel)
+        self.calls += 1
+        try:
+            return await getattr(self._stub, method)(request, timeout=self.timeout)
+        except grpc.aio.AioRpcError as error:
+            raise await self._map_error(method, error) from None
+
+    async def _map_error(self, method: str, error: grpc.aio.AioRpcError) -> KubeletError:
+        code, details = error.code(), error.details() or ""
+        text = f"PodResources {method} on {self.socket_path}: {code.name} {details}".strip()
+        if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+            await self.close()
+            return KubeletUnavailable(text)
+        if code is grpc.StatusCode.RESOURCE_EXHAUSTED:
+            return KubeletRateLimited(text)
+        if code is grpc.StatusCode.UNKNOWN and "not found" in details:
+            return KubeletPodNotFound(text)
+        return KubeletError(text)
+
+
+def assignments_from_settings(settings: AttributionSettings) -> KubeletAssignments:
+    """The production wiring: a client on the configured socket behind the refresh/backoff policy."""
+    client = PodResourcesClient(
+        settings.kubelet_socket, timeout=settings.kubelet_timeout_seconds, resources=settings.resources
+    )
+    return KubeletAssignments(
+        client,
+        refresh_seconds=settings.refresh_seconds,
+        unknown_refresh_seconds=settings.unknown_refresh_seconds,
+        backoff_max_seconds=settings.backoff_max_seconds,
+    )

@@ -1,0 +1,28 @@
+"""Settings of the attribution stage (kubelet pod-resources, /proc cgroups, pod metadata)."""
+
+from pydantic import Field
+
+from watchdog.config._base import Section
+
+
+class AttributionSettings(Section):
+    kubelet_socket: str = Field(
+        "/var/lib/kubelet/pod-resources/kubelet.sock", description="Unix socket of the kubelet PodResources API."
+    )
+    refresh_seconds: float = Field(10.0, gt=0, description="Seconds between two PodResources List calls.")
+    unknown_refresh_seconds: float = Field(
+        2.0, ge=0, description="Least seconds between two extra List calls caused by a device no pod is known for."
+    )
+    kubelet_timeout_seconds: float = Field(5.0, gt=0, description="Deadline of one PodResources call.")
+    backoff_max_seconds: float = Field(
+        60.0, gt=0, description="Longest wait between two List retries while the kubelet keeps failing (from 1 s)."
+    )
+    resources: list[str] = Field(
+        default_factory=lambda: ["nvidia.com/gpu", "nvidia.com/mig-*"],
+        description="Resource names (fnmatch patterns) whose devices are GPUs or MIG instances.",
+    )
+    proc_root: str = Field("/proc", description="Root of the proc filesystem (host's /proc mounted in the pod).")
+    tenant_label: str | None = Field(None, description="Pod label key naming the tenant; the namespace when unset.")
+    gpu_memory_request_resource: str | None = Field(
+        None, description="Extended resource (MiB) that states a pod's GPU memory request, e.g. nvidia.com/gpumem."
+    )
