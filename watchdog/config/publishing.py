@@ -1,0 +1,12 @@
+"""Settings of the publishing stage (Prometheus endpoint)."""
+
+from pydantic import Field
+
+from watchdog.config._base import Section
+
+
+class PublishingSettings(Section):
+    host: str = Field("0.0.0.0", description="Address the metrics/health server binds to.")
+    port: int = Field(9435, ge=0, le=65535, description="Port of /metrics, /healthz and /readyz (0 = any free port).")
+    gzip: bool = Field(True, description="Compress /metrics with gzip when the scraper accepts it.")
+    gzip_level: int = Field(1, ge=1, le=9, description="gzip level of /metrics (1 = fastest; bodies are cached).")

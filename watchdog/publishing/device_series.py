@@ -1,0 +1,122 @@
+"""Series about the hardware: whole GPUs, MIG instances, and each pod's own share of a shared GPU.
+
+Two user complaints against dcgm-exporter shape this module (see /work/shared/reference/peers.md): on
+time-sliced/MPS GPUs every pod got a *copy* of the device's values, and MIG instances lacked memory series. Here a
+pod's series on a shared GPU are summed from that pod's own processes (NVML per-process memory and
+nvmlDeviceGetProcessUtilization), and every MIG instance has its own memory and GPM series. ``None`` in a
+sample means NVML could not tell, so the series is left out rather than written as 0.
+"""
+
+from __future__ import annotations
+
+from watchdog.model import GpuSample, NodeSample, ProcessSample
+from watchdog.publishing import catalogue as c
+from watchdog.publishing.series import FamilyBook, Owners
+
+MHZ_TO_HERTZ = 1e6
+
+# nvmlClocksEventReason* bits (nvml.h; /work/shared/reference/nvml.md §5). The raw mask is exported as well, so
+# bits not named here (BoardLimit, Reliability on older drivers) stay visible.
+CLOCK_EVENT_REASONS: tuple[tuple[str, int], ...] = (
+    ("gpu_idle", 0x1),
+    ("applications_clocks_setting", 0x2),
+    ("sw_power_cap", 0x4),
+    ("hw_slowdown", 0x8),
+    ("sync_boost", 0x10),
+    ("sw_thermal_slowdown", 0x20),
+    ("hw_thermal_slowdown", 0x40),
+    ("hw_power_brake_slowdown", 0x80),
+    ("display_clock_setting", 0x100),
+)
+
+_GPU_VALUES: tuple[tuple[c.FamilySpec, str, float], ...] = (
+    (c.GPU_MEMORY_TOTAL, "memory_total_bytes", 1.0),
+    (c.GPU_MEMORY_USED, "memory_used_bytes", 1.0),
+    (c.GPU_MEMORY_RESERVED, "memory_reserved_bytes", 1.0),
+    (c.GPU_UTIL, "gpu_util", 1.0),
+    (c.GPU_MEMORY_UTIL, "memory_util", 1.0),
+    (c.GPU_DRAM_BW, "dram_bw_util", 1.0),
+    (c.GPU_SM_UTIL, "sm_util", 1.0),
+    (c.GPU_POWER, "power_watts", 1.0),
+    (c.GPU_POWER_LIMIT, "power_limit_watts", 1.0),
+    (c.GPU_TEMPERATURE, "temperature_celsius", 1.0),
+    (c.GPU_SM_CLOCK, "sm_clock_mhz", MHZ_TO_HERTZ),
+    (c.GPU_SM_CLOCK_MAX, "sm_clock_max_mhz", MHZ_TO_HERTZ),
+    (c.GPU_CLOCK_EVENT_REASONS, "clock_event_reasons", 1.0),
+    (c.GPU_PCIE_TX, "pcie_tx_bytes_per_second", 1.0),
+    (c.GPU_PCIE_RX, "pcie_rx_bytes_per_second", 1.0),
+)
+
+_MIG_VALUES: tuple[tuple[c.FamilySpec, str], ...] = (
+    (c.MIG_MEMORY_TOTAL, "memory_total_bytes"),
+    (c.MIG_MEMORY_USED, "memory_used_bytes"),
+    (c.MIG_MEMORY_RESERVED, "memory_reserved_bytes"),
+    (c.MIG_DRAM_BW, "dram_bw_util"),
+    (c.MIG_SM_UTIL, "sm_util"),
+    (c.MIG_SM_OCCUPANCY, "sm_occupancy"),
+)
+
+
+def add_device_series(book: FamilyBook, *, sample: NodeSample, owners: Owners) -> None:
+    """Fill the per-GPU, per-MIG and per-pod families from one NVML sample."""
+    node = sample.node
+    for gpu in sample.gpus:
+        base = (node, str(gpu.index), gpu.uuid)
+        _add_gpu(book, gpu=gpu, base=base)
+        if gpu.lost:
+            continue
+        for mig in gpu.instances:
+            labels = base + (mig.uuid, str(mig.gpu_instance), str(mig.compute_instance), mig.profile)
+            labels = labels + owners.device_labels(mig.uuid)
+            for spec, attribute in _MIG_VALUES:
+                value = getattr(mig, attribute)
+                if value is not None:
+                    book[spec].add(labels, value)
+            book[c.MIG_PROCESSES].add(labels, len(mig.processes))
+            _add_pod_shares(book, base=base + (mig.uuid,), processes=mig.processes, owners=owners)
+        _add_pod_shares(book, base=base + ("",), processes=gpu.processes, owners=owners)
+
+
+def _add_gpu(book: FamilyBook, *, gpu: GpuSample, base: tuple[str, ...]) -> None:
+    book[c.GPU_INFO].add(base + (gpu.name, "enabled" if gpu.mig_enabled else "disabled"), 1)
+    book[c.GPU_LOST].add(base, 1 if gpu.lost else 0)
+    if gpu.lost:
+        return
+    for spec, attribute, scale in _GPU_VALUES:
+        value = getattr(gpu, attribute)
+        if value is not None:
+            book[spec].add(base, value * scale if scale != 1.0 else value)
+    mask = gpu.clock_event_reasons
+    if mask is not None:
+        throttled = book[c.GPU_THROTTLED]
+        for reason, bit in CLOCK_EVENT_REASONS:
+            throttled.add(base + (reason,), 1 if mask & bit else 0)
+    processes = len(gpu.processes) + sum(len(mig.processes) for mig in gpu.instances)
+    book[c.GPU_PROCESSES].add(base, processes)
+
+
+def _add_pod_shares(
+    book: FamilyBook, *, base: tuple[str, ...], processes: tuple[ProcessSample, ...], owners: Owners
+) -> None:
+    """One series per (device, pod, container), summed over that pod's processes only."""
+    if not processes:
+        return
+    totals: dict[tuple[str, ...], list[float | None]] = {}
+    for process in processes:
+        labels = owners.pod_labels(owners.process_owner(process.pid))
+        sums = totals.get(labels)
+        if sums is None:
+            sums = totals[labels] = [None, None, None]
+        for slot, value in enumerate((process.used_memory_bytes, process.sm_util, process.memory_util)):
+            if value is not None:
+                current = sums[slot]
+                sums[slot] = value if current is None else current + value
+    memory, sm, memory_util = book[c.POD_MEMORY_USED], book[c.POD_SM_UTIL], book[c.POD_MEMORY_UTIL]
+    for pod_labels, (used, sm_util, mem_util) in totals.items():
+        labels = base + pod_labels
+        if used is not None:
+            memory.add(labels, used)
+        if sm_util is not None:
+            sm.add(labels, sm_util)
+        if mem_util is not None:
+            memory_util.add(labels, mem_util)

@@ -1,0 +1,127 @@
+"""The agent's HTTP face: /metrics for Prometheus, /healthz for the liveness probe, /readyz for readiness.
+
+Kubernetes restarts a container whose liveness probe fails and withholds traffic while readiness fails
+(https://kubernetes.io/docs/tasks/configure-pod-container/configure-liveness-readiness-startup-probes/). So
+/healthz reports only whether the agent loop still turns (an injected callable), never whether NVML or the API
+answer — a flaky API server must not get every agent on the cluster restarted — and /readyz turns 200 once the
+first full sample is in. A scrape only formats the latest snapshot; it calls out to nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Callable
+
+from aiohttp import web
+
+from watchdog.config.publishing import PublishingSettings
+from watchdog.publishing.exposition import Exposition, accepts_gzip, content_type, wants_openmetrics
+from watchdog.publishing.series import SnapshotProvider
+
+log = logging.getLogger(__name__)
+
+_VARY = "Accept, Accept-Encoding"
+
+
+class MetricsServer:
+    """Serves /metrics, /healthz and /readyz from the latest snapshot."""
+
+    def __init__(
+        self,
+        snapshot_provider: SnapshotProvider,
+        *,
+        alive: Callable[[], bool],
+        host: str = "0.0.0.0",
+        port: int = 9435,
+        gzip: bool = True,
+        gzip_level: int = 1,
+    ) -> None:
+        if not 0 <= port <= 65535:
+            raise ValueError(f"port must be 0–65535, got {port}")
+        self._exposition = Exposition(snapshot_provider, gzip_level=gzip_level)
+        self._alive = alive
+        self._host = host
+        self._port = port
+        self._gzip = gzip
+        self._runner: web.AppRunner | None = None
+        self.scrape_failures = 0  # scrapes answered 500; the error is logged with its traceback
+
+    @classmethod
+    def from_settings(
+        cls, settings: PublishingSettings, *, snapshot_provider: SnapshotProvider, alive: Callable[[], bool]
+    ) -> MetricsServer:
+        return cls(
+            snapshot_provider,
+            alive=alive,
+            host=settings.host,
+            port=settings.port,
+            gzip=settings.gzip,
+            gzip_level=settings.gzip_level,
+        )
+
+    @property
+    def exposition(self) -> Exposition:
+        return self._exposition
+
+    def make_app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_get("/metrics", self._metrics)
+        app.router.add_get("/healthz", self._healthz)
+        app.router.add_get("/readyz", self._readyz)
+        return app
+
+    async def start(self) -> int:
+        """Bind and serve; returns the bound port (the free one chosen when port was 0)."""
+        if self._runner is not None:
+            raise RuntimeError("MetricsServer already started")
+        runner = web.AppRunner(self.make_app(), access_log=None)
+        await runner.setup()
+        try:
+            site = web.TCPSite(runner, self._host, self._port)
+            await site.start()
+        except BaseException:
+            await runner.cleanup()
+            raise
+        self._runner = runner
+        port = runner.addresses[0][1]
+        log.info("metrics server listening on %s:%d", self._host, port)
+        return port
+
+    async def stop(self) -> None:
+        runner, self._runner = self._runner, None
+        if runner is not None:
+            await runner.cleanup()
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        try:
+            snapshot = self._exposition.latest()
+            if snapshot is None:
+                return web.Response(status=503, text="no snapshot yet\n")
+            openmetrics = wants_openmetrics(request.headers.get("Accept"))
+            gzipped = self._gzip and accepts_gzip(request.headers.get("Accept-Encoding"))
+            body = self._exposition.body(snapshot=snapshot, openmetrics=openmetrics, gzipped=gzipped)
+        except Exception:  # a bad snapshot must cost one scrape, never the server
+            self.scrape_failures += 1
+            log.exception("rendering /metrics failed")
+            return web.Response(status=500, text="rendering metrics failed; see the agent log\n")
+        headers = {"Content-Type": content_type(openmetrics=openmetrics), "Vary": _VARY}
+        if gzipped:
+            headers["Content-Encoding"] = "gzip"
+        return web.Response(body=body, headers=headers)
+
+    async def _healthz(self, request: web.Request) -> web.Response:
+        try:
+            alive = bool(self._alive())
+        except Exception:
+            log.exception("liveness check raised")
+            alive = False
+        return web.Response(status=200 if alive else 503, text="ok\n" if alive else "agent loop not alive\n")
+
+    async def _readyz(self, request: web.Request) -> web.Response:
+        try:
+            snapshot = self._exposition.latest()
+            ready = snapshot is not None and snapshot.ready
+        except Exception:
+            log.exception("readiness check raised")
+            ready = False
+        return web.Response(status=200 if ready else 503, text="ready\n" if ready else "waiting for first sample\n")
