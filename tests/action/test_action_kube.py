@@ -1,0 +1,182 @@
+"""The action stage against the real KubeEvictions and the fake API server over HTTP: what goes on the wire in
+each mode, and what each eviction answer becomes (PDB, 404, 403, 500), including backoff and Events."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+
+from action_builders import finding, pod
+from watchdog.action import ActionStage, AuditLog, KillSwitch
+from watchdog.config.action import ActionPolicy
+from watchdog.fakes.apiserver import FakeApiServer
+from watchdog.kube.client import KubeApi
+from watchdog.kube.eviction import KubeEvictions
+from watchdog.kube.pods import pod_info
+from watchdog.model import Attribution
+from watchdog.model import EvictionResult as R
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_800_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+async def cluster():
+    server = FakeApiServer()
+    await server.start()
+    api = KubeApi.from_url(server.url, timeout=5.0)
+    server.add_pod(namespace="team-b", name="batch", priority=1, labels={"app": "batch"})
+    server.add_pod(namespace="team-a", name="web", priority=100, labels={"app": "web"})
+    try:
+        yield server, KubeEvictions(api)
+    finally:
+        await api.close()
+        await server.stop()
+
+
+def world(server: FakeApiServer):
+    pods = [pod_info(server.get_pod("team-b", "batch")), pod_info(server.get_pod("team-a", "web"))]
+    attribution = Attribution(pods={p.uid: p for p in pods})
+    culprit, victim = pods
+    return [finding(culprit=culprit, victims=(victim,), since=0.0)], attribution
+
+
+def stage(mode: str, kube: KubeEvictions, *, paused=lambda: False, **policy):
+    clock = Clock()
+    audit = io.StringIO()
+    p = ActionPolicy.model_validate({"mode": mode, "interference": {"for_seconds": 0}, **policy})
+    s = ActionStage(p, kube, clock=clock, audit=AuditLog(stream=audit), node="node-1", paused=paused)
+    return s, clock, audit
+
+
+def evictions(server: FakeApiServer) -> list[tuple[str, str, dict]]:
+    return [r for r in server.requests if r[1].endswith("/eviction")]
+
+
+def events(server: FakeApiServer, reason: str) -> list[dict]:
+    return [e for e in server.objects("events", "team-b") if e.get("reason") == reason]
+
+
+async def test_observe_sends_no_request_at_all(cluster):
+    server, kube = cluster
+    s, _, audit = stage("observe", kube)
+    findings, attribution = world(server)
+    server.requests.clear()
+    outcomes = await s.run_cycle(findings, attribution)
+    assert [o.result for o in outcomes] == [R.OBSERVED]
+    assert server.requests == []
+    assert json.loads(audit.getvalue())["result"] == "observed"
+
+
+async def test_dry_run_sends_only_dry_run_requests(cluster):
+    server, kube = cluster
+    s, clock, _ = stage("dry-run", kube, pod_cooldown_seconds=0, tenant_cooldown_seconds=0,
+                        node_evictions_per_minute=600)
+    findings, attribution = world(server)
+    for _ in range(3):
+        assert [o.result for o in await s.run_cycle(findings, attribution)] == [R.DRY_RUN]
+        clock.now += 1.0
+    sent = evictions(server)
+    assert len(sent) == 3 and all(query.get("dryRun") == "All" for _, _, query in sent)
+    pod = server.get_pod("team-b", "batch")
+    assert pod is not None and not pod["metadata"].get("deletionTimestamp")
+    assert len(events(server, "GpuWatchdogDryRun")) == 3
+
+
+async def test_enforce_evicts_and_records_an_event(cluster):
+    server, kube = cluster
+    s, _, audit = stage("enforce", kube)
+    findings, attribution = world(server)
+    outcomes = await s.run_cycle(findings, attribution)
+    assert [(o.result, o.http_status) for o in outcomes] == [(R.EVICTED, 201)]
+    gone = server.get_pod("team-b", "batch")
+    assert gone is None or gone["metadata"].get("deletionTimestamp")
+    (event,) = events(server, "GpuWatchdogEvicted")
+    assert event["involvedObject"]["name"] == "batch" and event["source"]["host"] == "node-1"
+    line = json.loads(audit.getvalue())
+    assert line["result"] == "evicted" and line["protects"][0]["name"] == "web"
+    assert s.counts == {("evicted", "interference", "team-b"): 1}
+
+
+async def test_pdb_blocks_is_retried_with_backoff_and_never_evicts(cluster):
+    server, kube = cluster
+    server.add_pdb(namespace="team-b", name="batch-pdb", selector={"app": "batch"}, max_unavailable=0)
+    s, clock, _ = stage("enforce", kube, node_evictions_per_minute=600, node_eviction_burst=5)
+    findings, attribution = world(server)
+    start = clock.now
+    timeline = []
+    for offset in (0, 10, 29, 30, 31, 89, 90):
+        clock.now = start + offset
+        timeline.append((offset, [o.result for o in await s.run_cycle(findings, attribution)][0]))
+    assert timeline == [
+        (0, R.BLOCKED_PDB), (10, R.COOLDOWN), (29, R.COOLDOWN), (30, R.BLOCKED_PDB),
+        (31, R.COOLDOWN), (89, R.COOLDOWN), (90, R.BLOCKED_PDB),
+    ]
+    assert len(evictions(server)) == 3
+    pod = server.get_pod("team-b", "batch")
+    assert pod is not None and not pod["metadata"].get("deletionTimestamp")
+    assert len(events(server, "GpuWatchdogEvictionBlocked")) == 3
+
+
+async def test_pdb_also_answers_dry_run(cluster):
+    server, kube = cluster
+    server.add_pdb(namespace="team-b", name="batch-pdb", selector={"app": "batch"}, max_unavailable=0)
+    s, _, _ = stage("dry-run", kube)
+    assert [o.result for o in await s.run_cycle(*world(server))] == [R.BLOCKED_PDB]
+
+
+async def test_missing_pod_is_gone(cluster):
+    server, kube = cluster
+    ghost, web = pod("ghost", ns="team-b", priority=1), pod_info(server.get_pod("team-a", "web"))
+    attribution = Attribution(pods={ghost.uid: ghost, web.uid: web})  # the cache still has a pod the API lost
+    s, _, _ = stage("enforce", kube)
+    outcomes = await s.run_cycle([finding(culprit=ghost, victims=(web,))], attribution)
+    assert [(o.result, o.http_status) for o in outcomes] == [(R.GONE, 404)]
+    assert events(server, "GpuWatchdogEvicted") == []
+
+
+async def test_forbidden_is_an_error(cluster):
+    server, kube = cluster
+    server.fail_next(status=403, path_prefix="/api/v1/namespaces/team-b/pods/batch/eviction")
+    s, _, _ = stage("enforce", kube)
+    outcomes = await s.run_cycle(*world(server))
+    assert [(o.result, o.http_status) for o in outcomes] == [(R.ERROR, 403)]
+    assert "RBAC" in outcomes[0].detail
+
+
+async def test_server_error_backs_off(cluster):
+    server, kube = cluster
+    server.fail_next(status=500, path_prefix="/api/v1/namespaces/team-b/pods/batch/eviction")
+    s, clock, _ = stage("enforce", kube, node_evictions_per_minute=600, node_eviction_burst=5)
+    findings, attribution = world(server)
+    assert [o.result for o in await s.run_cycle(findings, attribution)] == [R.ERROR]
+    clock.now += 15
+    assert [o.result for o in await s.run_cycle(findings, attribution)] in ([R.COOLDOWN], [R.RATE_LIMITED])
+    assert len(evictions(server)) == 1
+    clock.now += 15
+    assert [o.result for o in await s.run_cycle(findings, attribution)] == [R.EVICTED]
+    assert len(evictions(server)) == 2
+
+
+async def test_kill_switch_configmap_pauses_every_send(cluster):
+    server, kube = cluster
+    switch_settings = ActionPolicy().kill_switch
+    switch = KillSwitch(kube, settings=switch_settings, namespace="gpu-watchdog")
+    assert await switch.refresh() is False  # no ConfigMap: not paused
+    server.set_config_map("gpu-watchdog", switch_settings.name, {"paused": "true"})
+    assert await switch.refresh() is True
+    s, _, audit = stage("enforce", kube, paused=switch.paused)
+    server.requests.clear()
+    assert [o.result for o in await s.run_cycle(*world(server))] == [R.PAUSED]
+    assert evictions(server) == [] and json.loads(audit.getvalue())["result"] == "paused"
+    server.fail_next(status=500, path_prefix="/api/v1/namespaces/gpu-watchdog/configmaps")
+    assert await switch.refresh() is True and switch.failures == 1  # unreadable: the last state stays
+    server.set_config_map("gpu-watchdog", switch_settings.name, {"paused": "false"})
+    assert await switch.refresh() is False

@@ -1,0 +1,155 @@
+"""Pacing on a simulated clock: hysteresis, cooldowns, the token bucket, evicted memory and retry backoff."""
+
+from __future__ import annotations
+
+from action_builders import attribution, finding, pod
+from watchdog.action import Pacer, decide, plan
+from watchdog.config.action import ActionPolicy
+from watchdog.model import EvictionResult as R
+from watchdog.model import FindingKind as K
+
+FAST = {"interference": {"for_seconds": 0}, "unauthorized": {"for_seconds": 0}}
+
+
+def policy(**overrides) -> ActionPolicy:
+    return ActionPolicy.model_validate({**FAST, **overrides})
+
+
+def setup(n: int = 1, *, ns: str = "b"):
+    culprits = [pod(f"c{i}", ns=ns) for i in range(n)]
+    victim = pod("v", priority=100)
+    findings = [finding(culprit=c, victims=(victim,), key=f"f{i}") for i, c in enumerate(culprits)]
+    return findings, attribution(*culprits, victim)
+
+
+def cycle(pacer: Pacer, findings, attr, now: float, *, result: R | None = None, retry_after=None):
+    decisions = decide(findings, attr, policy=pacer.policy, now=now)
+    paced = pacer.pace(decisions, now=now, findings=findings, attribution=attr)
+    if result is not None:
+        for d in paced:
+            if d.result is None:
+                pacer.record(d.request, result, now=now, retry_after=retry_after)
+    return [d.result for d in paced]
+
+
+def test_hysteresis_pending_until_for_has_passed():
+    pacer = Pacer(ActionPolicy.model_validate({"interference": {"for_seconds": 60}}))
+    findings, attr = setup()  # since=0
+    assert cycle(pacer, findings, attr, 59.0) == [R.PENDING]
+    assert cycle(pacer, findings, attr, 60.0) == [None]
+
+
+def test_token_bucket_limits_and_refills():
+    pacer = Pacer(policy(node_evictions_per_minute=2, node_eviction_burst=2, tenant_cooldown_seconds=0))
+    findings, attr = setup(4)
+    assert cycle(pacer, findings, attr, 0.0, result=R.EVICTED) == [None, None, R.RATE_LIMITED, R.RATE_LIMITED]
+    # c0, c1 are now remembered as evicted; c2, c3 wait for tokens (one per 30 s).
+    assert cycle(pacer, findings, attr, 29.0) == [R.ALREADY_EVICTED, R.ALREADY_EVICTED, R.RATE_LIMITED, R.RATE_LIMITED]
+    assert cycle(pacer, findings, attr, 30.0, result=R.EVICTED)[2:] == [None, R.RATE_LIMITED]
+    assert cycle(pacer, findings, attr, 60.0)[3] is None
+
+
+def test_pace_only_checks_record_takes_the_token():
+    pacer = Pacer(policy())
+    findings, attr = setup()
+    assert cycle(pacer, findings, attr, 0.0) == [None]
+    assert cycle(pacer, findings, attr, 0.0) == [None]  # nothing was recorded (e.g. paused): token kept
+    pacer.record(decide(findings, attr, policy=pacer.policy, now=0)[0].request, R.PAUSED, now=0.0)
+    assert pacer.tokens(0.0) == 1.0
+    cycle(pacer, findings, attr, 0.0, result=R.DRY_RUN)
+    assert pacer.tokens(0.0) == 0.0
+
+
+def test_pod_cooldown_after_dry_run_and_tenant_cooldown():
+    p = policy(pod_cooldown_seconds=600, tenant_cooldown_seconds=300, node_evictions_per_minute=600)
+    pacer = Pacer(p)
+    findings, attr = setup(2)
+    assert cycle(pacer, findings, attr, 0.0, result=R.DRY_RUN) == [None, R.RATE_LIMITED]
+    # c1 shares the tenant "b": tenant cooldown; c0 has its own pod cooldown.
+    assert cycle(pacer, findings, attr, 10.0) == [R.COOLDOWN, R.COOLDOWN]
+    assert cycle(pacer, findings, attr, 300.0) == [R.COOLDOWN, None]
+    assert cycle(pacer, findings, attr, 600.0) == [None, R.RATE_LIMITED]  # burst 1: one token per cycle
+
+
+def test_tenant_cooldown_uses_tenant_label():
+    p = policy(tenant_label="tenant", pod_cooldown_seconds=0, node_evictions_per_minute=600, node_eviction_burst=5)
+    pacer = Pacer(p)
+    a = pod("a", ns="ns1", labels={"tenant": "ml"})
+    b = pod("b", ns="ns2", labels={"tenant": "ml"})
+    c = pod("c", ns="ns3", labels={"tenant": "web"})
+    v = pod("v", priority=100)
+    findings = [finding(culprit=x, victims=(v,), key=x.name) for x in (a, b, c)]
+    attr = attribution(a, b, c, v)
+    assert cycle(pacer, findings[:1], attr, 0.0, result=R.EVICTED) == [None]
+    assert cycle(pacer, findings[1:], attr, 1.0) == [R.COOLDOWN, None]
+
+
+def test_evicted_memory_then_forgotten():
+    pacer = Pacer(policy(evicted_memory_seconds=300, pod_cooldown_seconds=0, tenant_cooldown_seconds=0))
+    findings, attr = setup()
+    cycle(pacer, findings, attr, 0.0, result=R.EVICTED)
+    assert cycle(pacer, findings, attr, 299.0) == [R.ALREADY_EVICTED]
+    assert cycle(pacer, findings, attr, 300.0) == [None]
+
+
+def test_backoff_doubles_from_30_to_600_and_resets_on_success():
+    pacer = Pacer(policy(node_evictions_per_minute=6000, node_eviction_burst=10))
+    findings, attr = setup()
+    now, waits = 0.0, []
+    for _ in range(7):
+        assert cycle(pacer, findings, attr, now, result=R.BLOCKED_PDB) == [None]
+        wait = 1.0
+        while cycle(pacer, findings, attr, now + wait) == [R.COOLDOWN]:
+            wait += 1.0
+        waits.append(wait)
+        now += wait
+    assert waits == [30, 60, 120, 240, 480, 600, 600]
+    cycle(pacer, findings, attr, now, result=R.GONE)  # success-like: backoff forgotten
+    cycle(pacer, findings, attr, now, result=R.ERROR)
+    assert cycle(pacer, findings, attr, now + 30) == [None]
+
+
+def test_retry_after_extends_backoff():
+    pacer = Pacer(policy())
+    findings, attr = setup()
+    cycle(pacer, findings, attr, 0.0, result=R.BLOCKED_PDB, retry_after=100)
+    assert cycle(pacer, findings, attr, 99.0) == [R.COOLDOWN]
+    assert cycle(pacer, findings, attr, 100.0) == [None]
+
+
+def test_one_eviction_per_finding_and_per_pod_per_cycle():
+    p = ActionPolicy.model_validate({"xid": {"enabled": True, "drain_all": True}, "node_eviction_burst": 5})
+    pacer = Pacer(p)
+    x, y = pod("x"), pod("y")
+    f = finding(K.XID, culprit=x, victims=(y,))
+    attr = attribution(x, y)
+    assert cycle(pacer, [f], attr, 0.0) == [None, R.RATE_LIMITED]
+    # The same pod named by two findings is requested once.
+    v = pod("v", priority=100)
+    fs = [finding(culprit=x, victims=(v,), key="k1"), finding(K.UNAUTHORIZED, culprit=x, victims=(v,), key="k2")]
+    assert cycle(Pacer(policy(node_eviction_burst=5)), fs, attribution(x, v), 0.0) == [None, R.COOLDOWN]
+
+
+def test_stopped_decisions_pass_through():
+    pacer = Pacer(policy())
+    f = finding(culprit=None)
+    assert cycle(pacer, [f], attribution(), 0.0) == [R.UNSAFE]
+
+
+def test_policy_reload_keeps_memory_and_rebuilds_bucket():
+    pacer = Pacer(policy())
+    findings, attr = setup()
+    cycle(pacer, findings, attr, 0.0, result=R.EVICTED)
+    pacer.set_policy(policy(node_eviction_burst=3))
+    assert pacer.tokens(1.0) == 3.0
+    assert cycle(pacer, findings, attr, 1.0) == [R.ALREADY_EVICTED]
+
+
+def test_plan_carries_pacing_across_cycles_without_io():
+    p = policy(mode="enforce")
+    pacer = Pacer(p)
+    findings, attr = setup()
+    first = plan(findings, attr, p, 0.0, pacer=pacer)
+    assert [d.result for d in first] == [None]
+    assert [d.result for d in plan(findings, attr, p, 1.0, pacer=pacer)] == [R.ALREADY_EVICTED]
+    assert [d.result for d in plan(findings, attr, p, 1.0)] == [None]  # a fresh pacer knows nothing

@@ -1,0 +1,274 @@
+"""Which pod, if any, each finding would have us evict — and, when none, exactly why not.
+
+This is the descheduler's split (plugins decide, one PodEvictor acts): these rules never touch the API, never know
+the mode, never pace. PURE: no I/O, no asyncio; table-tested. Every path prefers "do nothing, and say why" over a
+wrong eviction: a finding without a pod, an unhealthy attribution or a victim we cannot see is UNSAFE, never a guess.
+
+Victim choice follows the kubelet's node-pressure ranking for memory (kubernetes/website, node-pressure-eviction.md:
+usage above requests first, then priority, then usage) and, elsewhere, lowest priority, then largest use of the
+contended resource, then youngest.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Sequence
+
+from watchdog.action.eligibility import Refusal, refusal, tenant_of
+from watchdog.config.action import ActionPolicy
+from watchdog.model import (
+    Attribution,
+    Decision,
+    EvictionRequest,
+    EvictionResult,
+    Finding,
+    FindingKind,
+    PodInfo,
+    PodRef,
+)
+
+
+def decide(
+    findings: Iterable[Finding], attribution: Attribution, *, policy: ActionPolicy, now: float
+) -> list[Decision]:
+    """One or more decisions per finding (more only for an Xid drain); `now` is kept for replayable signatures."""
+    del now  # the rules are timeless; persistence and cooldowns are pacing's job
+    decisions: list[Decision] = []
+    for finding in findings:
+        decisions.extend(_decide_one(finding, attribution, policy))
+    return decisions
+
+
+def _decide_one(finding: Finding, attribution: Attribution, policy: ActionPolicy) -> list[Decision]:
+    kind_policy = policy.for_kind(finding.kind)
+    if not kind_policy.enabled:
+        what = "report only" if finding.kind is FindingKind.XID else "disabled"
+        return [_stop(finding, EvictionResult.NO_CANDIDATE, f"{finding.kind.value} findings are {what} by policy")]
+    if not attribution.healthy:
+        return [_stop(finding, EvictionResult.UNSAFE, "attribution is unhealthy this tick: never act blind")]
+    if finding.kind is FindingKind.INTERFERENCE:
+        return [_interference(finding, attribution, policy)]
+    if finding.kind is FindingKind.MEMORY_PRESSURE:
+        return [_memory_pressure(finding, attribution, policy)]
+    if finding.kind is FindingKind.QUOTA:
+        return [_quota(finding, attribution, policy)]
+    if finding.kind is FindingKind.UNAUTHORIZED:
+        return [_unauthorized(finding, attribution, policy)]
+    return _xid_drain(finding, attribution, policy)
+
+
+# ----------------------------------------------------------------------------------------------- per kind
+
+
+def _interference(finding: Finding, attribution: Attribution, policy: ActionPolicy) -> Decision:
+    culprit = _culprit(finding, attribution, policy)
+    if isinstance(culprit, Decision):
+        return culprit
+    victims, missing = _victims(finding, attribution)
+    if missing:
+        return _stop(finding, EvictionResult.UNSAFE, f"victim {missing.key} is not in the pod cache", culprit)
+    live = [v for v in victims if v.live]
+    if not live:
+        return _stop(finding, EvictionResult.NO_CANDIDATE, "no live victim left to protect", culprit)
+    not_lower = [v for v in live if culprit.priority >= v.priority]
+    if not_lower:
+        v = min(not_lower, key=lambda p: p.priority)  # name the victim that binds
+        return _stop(
+            finding,
+            EvictionResult.NOT_LOWER_PRIORITY,
+            f"culprit priority {culprit.priority} is not lower than victim {v.namespace}/{v.name}'s {v.priority}",
+            culprit,
+            protects=live,
+        )
+    return _go(finding, culprit, protects=live)
+
+
+def _memory_pressure(finding: Finding, attribution: Attribution, policy: ActionPolicy) -> Decision:
+    victims, missing = _victims(finding, attribution)
+    if missing:
+        return _stop(finding, EvictionResult.UNSAFE, f"victim {missing.key} is not in the pod cache")
+    victim_uids = {v.uid for v in victims}
+    candidates = [pod for pod in _pods_by_key(finding.usage, attribution) if pod.uid not in victim_uids]
+
+    def above_request(pod: PodInfo) -> bool:
+        # kubelet: a pod without a request counts as using above it (request 0).
+        request = pod.gpu_memory_request_bytes
+        return request is None or _use(finding, pod) > request
+
+    candidates.sort(key=lambda p: (not above_request(p), p.priority, -_use(finding, p), -p.created))
+
+    def protected_by(pod: PodInfo) -> list[PodInfo]:
+        others = victims or [p for p in candidates if p.uid != pod.uid]
+        return [p for p in others if p.live and p.uid != pod.uid]
+
+    return _first_fit(finding, candidates, policy, protected_by=protected_by, compare_priority=True)
+
+
+def _quota(finding: Finding, attribution: Attribution, policy: ActionPolicy) -> Decision:
+    tenant = finding.tenant
+    if tenant is None and finding.culprit is not None:
+        culprit = attribution.pod(finding.culprit)
+        tenant = tenant_of(culprit, policy) if culprit else None
+    if tenant is None:
+        return _stop(finding, EvictionResult.UNSAFE, "quota finding names no tenant and no known culprit")
+    candidates = [pod for pod in attribution.pods.values() if tenant_of(pod, policy) == tenant]
+    candidates.sort(key=lambda p: (p.priority, -_use(finding, p), -p.created))
+    protects = [v for v in (attribution.pod(ref) for ref in finding.victims) if v is not None and v.live]
+    return _first_fit(
+        finding, candidates, policy, protected_by=lambda pod: protects, compare_priority=False, tenant=tenant
+    )
+
+
+def _unauthorized(finding: Finding, attribution: Attribution, policy: ActionPolicy) -> Decision:
+    culprit = _culprit(finding, attribution, policy)
+    if isinstance(culprit, Decision):
+        return culprit
+    owners = [v for v in (attribution.pod(ref) for ref in finding.victims) if v is not None and v.live]
+    return _go(finding, culprit, protects=owners)
+
+
+def _xid_drain(finding: Finding, attribution: Attribution, policy: ActionPolicy) -> list[Decision]:
+    targets = ([finding.culprit] if finding.culprit else []) + (list(finding.victims) if policy.xid.drain_all else [])
+    if not targets:
+        return [_stop(finding, EvictionResult.UNSAFE, "Xid is not attributed to any pod: nothing safe to drain")]
+    decisions = []
+    for ref in dict.fromkeys(targets):
+        pod = attribution.pod(ref)
+        if pod is None:
+            decisions.append(_stop(finding, EvictionResult.UNSAFE, f"pod {ref.key} is not in the pod cache"))
+            continue
+        refused = refusal(pod, policy)
+        decisions.append(_refused(finding, pod, refused) if refused else _go(finding, pod, protects=()))
+    return decisions
+
+
+# ------------------------------------------------------------------------------------------------ helpers
+
+
+def _first_fit(
+    finding: Finding,
+    ranked: Sequence[PodInfo],
+    policy: ActionPolicy,
+    *,
+    protected_by,
+    compare_priority: bool,
+    tenant: str | None = None,
+) -> Decision:
+    """The first ranked pod that may go and frees enough; else the most telling reason why none may."""
+    if not ranked:
+        where = f"tenant {tenant}" if tenant else finding.domain
+        return _stop(finding, EvictionResult.NO_CANDIDATE, f"no pod of {where} to choose from")
+    first_blocker: Decision | None = None
+    for pod in ranked:
+        use = _use(finding, pod)
+        frees_enough = use >= finding.needed if finding.needed is not None else (use > 0 or not finding.usage)
+        if pod.deleting and frees_enough:
+            # Its resources are about to be freed: evicting another pod now could over-evict.
+            return _stop(finding, EvictionResult.ALREADY_EVICTED, f"{pod.namespace}/{pod.name} is terminating", pod)
+        if not frees_enough:
+            continue
+        refused = refusal(pod, policy)
+        protects = protected_by(pod)
+        if refused:
+            first_blocker = first_blocker or _refused(finding, pod, refused, protects=protects)
+            continue
+        higher = [p for p in protects if p.priority < pod.priority] if compare_priority else []
+        if higher:
+            detail = f"priority {pod.priority} is higher than protected {higher[0].namespace}/{higher[0].name}'s"
+            detail += f" {higher[0].priority}"
+            first_blocker = first_blocker or _stop(
+                finding, EvictionResult.NOT_LOWER_PRIORITY, detail, pod, protects=protects
+            )
+            continue
+        return _go(finding, pod, protects=protects)
+    if first_blocker:
+        return first_blocker
+    return _stop(finding, EvictionResult.NOT_ENOUGH, f"no single pod frees the {finding.needed} needed")
+
+
+def _culprit(finding: Finding, attribution: Attribution, policy: ActionPolicy) -> PodInfo | Decision:
+    """The culprit's pod info, or the decision that stops here (no culprit, unknown, or refused)."""
+    if finding.culprit is None:
+        return _stop(finding, EvictionResult.UNSAFE, "finding names no culprit pod")
+    pod = attribution.pod(finding.culprit)
+    if pod is None:
+        return _stop(finding, EvictionResult.UNSAFE, f"culprit {finding.culprit.key} is not in the pod cache")
+    refused = refusal(pod, policy)
+    return _refused(finding, pod, refused) if refused else pod
+
+
+def _victims(finding: Finding, attribution: Attribution) -> tuple[list[PodInfo], PodRef | None]:
+    found = []
+    for ref in finding.victims:
+        pod = attribution.pod(ref)
+        if pod is None:
+            return [], ref
+        found.append(pod)
+    return found, None
+
+
+def _pods_by_key(usage, attribution: Attribution) -> list[PodInfo]:
+    by_key = {f"{p.namespace}/{p.name}": p for p in attribution.pods.values()}
+    return [by_key[key] for key in usage if key in by_key]
+
+
+def _use(finding: Finding, pod: PodInfo) -> float:
+    return float(finding.usage.get(f"{pod.namespace}/{pod.name}", 0.0))
+
+
+def _request(finding: Finding, pod: PodInfo, protects: Sequence[PodInfo]) -> EvictionRequest:
+    evidence = dict(finding.evidence)
+    if finding.usage:
+        evidence["use"] = _use(finding, pod)
+    if finding.needed is not None:
+        evidence["needed"] = finding.needed
+    pod_ref = PodRef(pod.namespace, pod.name, pod.uid)
+    relieves = ", ".join(f"{p.namespace}/{p.name} (priority {p.priority})" for p in protects)
+    message = finding.message or f"{finding.kind.value} on {finding.domain} ({finding.resource})"
+    message += f"; evicting {pod_ref.key} (priority {pod.priority})" + (f" relieves {relieves}" if relieves else "")
+    return EvictionRequest(
+        pod=pod_ref,
+        priority=pod.priority,
+        finding_key=finding.key,
+        finding_kind=finding.kind,
+        reason=finding.kind.value,
+        protects=tuple((PodRef(p.namespace, p.name, p.uid), p.priority) for p in protects),
+        evidence=evidence,
+        message=message,
+    )
+
+
+def _go(finding: Finding, pod: PodInfo, *, protects: Sequence[PodInfo]) -> Decision:
+    return Decision(
+        finding_key=finding.key,
+        finding_kind=finding.kind,
+        request=_request(finding, pod, protects),
+        result=None,
+        reason=finding.kind.value,
+        namespace=pod.namespace,
+        pod=pod.name,
+    )
+
+
+def _refused(finding: Finding, pod: PodInfo, refused: Refusal, *, protects: Sequence[PodInfo] = ()) -> Decision:
+    return _stop(finding, refused.result, refused.detail, pod, protects=protects)
+
+
+def _stop(
+    finding: Finding,
+    result: EvictionResult,
+    detail: str,
+    pod: PodInfo | None = None,
+    *,
+    protects: Sequence[PodInfo] = (),
+) -> Decision:
+    """A decision that ends here; it still names the pod (with a request) when one was identified, for the audit."""
+    return Decision(
+        finding_key=finding.key,
+        finding_kind=finding.kind,
+        request=_request(finding, pod, protects) if pod else None,
+        result=result,
+        reason=finding.kind.value,
+        namespace=pod.namespace if pod else (finding.culprit.namespace if finding.culprit else ""),
+        pod=pod.name if pod else (finding.culprit.name if finding.culprit else ""),
+        detail=detail,
+    )

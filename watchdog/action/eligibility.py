@@ -1,0 +1,65 @@
+"""Who may never be evicted, and who a tenant is: the checks every eviction path shares.
+
+The node agent's decision rules and the Alertmanager-driven controller both go through `refusal()`, so a pod that
+is protected for one is protected for the other. PURE: no I/O, no asyncio.
+
+The protected cases follow the descheduler's defaults (kubernetes-sigs/descheduler, pkg/descheduler/evictions/
+evictions.go: DaemonSet pods, mirror/static pods, pods at or above a priority threshold, pods already terminating)
+plus the namespace list and the opt-out annotation of this project.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from watchdog.config.action import ActionPolicy
+from watchdog.model import EvictionResult, PodInfo
+
+# kubelet marks the API mirror of a static pod with this annotation (pkg/kubelet/types/pod_update.go).
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Why a pod must not be evicted: the result to report and a sentence saying why."""
+
+    result: EvictionResult
+    detail: str
+
+
+def refusal(pod: PodInfo, policy: ActionPolicy) -> Refusal | None:
+    """The reason this pod must not be evicted, or None when it may be."""
+    if pod.phase in ("Succeeded", "Failed"):
+        return Refusal(EvictionResult.GONE, f"pod {pod.namespace}/{pod.name} already ended ({pod.phase})")
+    if pod.deleting:
+        return Refusal(EvictionResult.ALREADY_EVICTED, f"pod {pod.namespace}/{pod.name} is already terminating")
+    protected = protection(pod, policy)
+    if protected:
+        return Refusal(EvictionResult.PROTECTED, protected)
+    return None
+
+
+def protection(pod: PodInfo, policy: ActionPolicy) -> str | None:
+    """Why a live pod is protected, or None."""
+    if pod.priority >= policy.priority_floor:
+        return f"priority {pod.priority} is at or above the floor {policy.priority_floor}"
+    if pod.namespace in policy.protected_namespaces:
+        return f"namespace {pod.namespace} is protected"
+    if str(pod.annotations.get(policy.protected_annotation, "")).strip().lower() == "true":
+        return f"annotated {policy.protected_annotation}=true"
+    if pod.owner_kind == "DaemonSet":
+        # A DaemonSet pod comes straight back on the same node: evicting it relieves nothing.
+        return "DaemonSet pod"
+    if pod.mirror or pod.owner_kind == "Node" or MIRROR_ANNOTATION in pod.annotations:
+        # The Eviction API cannot remove a static pod: the kubelet recreates its mirror at once.
+        return "static/mirror pod"
+    return None
+
+
+def tenant_of(pod: PodInfo, policy: ActionPolicy) -> str:
+    """The tenant a pod belongs to: the configured label's value, else its namespace."""
+    if policy.tenant_label:
+        value = pod.labels.get(policy.tenant_label)
+        if value:
+            return value
+    return pod.namespace

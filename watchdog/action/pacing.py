@@ -1,0 +1,196 @@
+"""How often the agent may act: hysteresis, cooldowns, a token bucket, evicted-pod memory and retry backoff.
+
+Eviction loops are the descheduler's most reported failure (kubernetes-sigs/descheduler #424, #626, #707, #994,
+#1695): a pod is evicted, lands back, and is evicted again. The pacer is what stops that here. It is separate from
+the rules (decision.py) so the same rules can be replayed without it, and from the evictor so its state can be
+tested on a simulated clock. PURE: no I/O, no asyncio; the clock is an argument.
+
+`pace()` only checks; `record()` is where an attempt takes its token and starts its cooldowns, so a cycle that is
+paused (kill switch) or never sent costs nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Iterable, Mapping
+
+from watchdog.action.eligibility import tenant_of
+from watchdog.config.action import ActionPolicy
+from watchdog.model import Attribution, Decision, EvictionRequest, EvictionResult, Finding
+
+# Results that went to (or, in observe mode, stood for) a real API call: they take a token.
+ATTEMPTS = frozenset(
+    {
+        EvictionResult.EVICTED,
+        EvictionResult.DRY_RUN,
+        EvictionResult.OBSERVED,
+        EvictionResult.BLOCKED_PDB,
+        EvictionResult.BLOCKED,
+        EvictionResult.GONE,
+        EvictionResult.ERROR,
+    }
+)
+# A PDB that allows no disruption answers 429 without Retry-After (kubernetes-and-friends.md §1): back off ourselves.
+RETRIED = frozenset({EvictionResult.BLOCKED_PDB, EvictionResult.BLOCKED, EvictionResult.ERROR})
+
+
+@dataclass(slots=True)
+class TokenBucket:
+    """`rate_per_second` tokens accrue up to `capacity`; it starts full."""
+
+    capacity: float
+    rate_per_second: float
+    tokens: float
+    updated: float | None = None
+
+    def refill(self, now: float) -> float:
+        if self.updated is not None and now > self.updated:
+            self.tokens = min(self.capacity, self.tokens + (now - self.updated) * self.rate_per_second)
+        self.updated = now if self.updated is None else max(self.updated, now)
+        return self.tokens
+
+    def take(self, now: float) -> None:
+        self.refill(now)
+        self.tokens = max(self.tokens - 1.0, -self.capacity)
+
+
+@dataclass(frozen=True, slots=True)
+class Backoff:
+    delay: float
+    until: float
+
+
+class Pacer:
+    """Keeps the agent from acting too soon, too often or twice on the same pod."""
+
+    def __init__(self, policy: ActionPolicy) -> None:
+        self._policy = policy
+        self._bucket = _bucket(policy)
+        self._pod_until: dict[str, float] = {}
+        self._tenant_until: dict[str, float] = {}
+        self._evicted_until: dict[str, float] = {}
+        self._backoff: dict[str, Backoff] = {}
+        self._tenants: dict[str, str] = {}
+
+    @property
+    def policy(self) -> ActionPolicy:
+        return self._policy
+
+    def set_policy(self, policy: ActionPolicy) -> None:
+        """Hot reload: keeps every memory; a changed rate or burst starts a new (full) bucket."""
+        old = self._policy
+        self._policy = policy
+        if (old.node_evictions_per_minute, old.node_eviction_burst) != (
+            policy.node_evictions_per_minute,
+            policy.node_eviction_burst,
+        ):
+            self._bucket = _bucket(policy)
+
+    def tokens(self, now: float) -> float:
+        return self._bucket.refill(now)
+
+    def pace(
+        self,
+        decisions: Iterable[Decision],
+        *,
+        now: float,
+        findings: Iterable[Finding] = (),
+        attribution: Attribution | None = None,
+    ) -> list[Decision]:
+        """The same decisions, those still to send turned into PENDING/COOLDOWN/RATE_LIMITED/... when they must wait."""
+        self._forget_expired(now)
+        by_key: Mapping[str, Finding] = {f.key: f for f in findings}
+        available = self._bucket.refill(now)
+        granted_pods: set[str] = set()
+        granted_findings: set[str] = set()
+        paced = []
+        for decision in decisions:
+            if decision.result is not None or decision.request is None:
+                paced.append(decision)
+                continue
+            request = decision.request
+            if attribution is not None:
+                info = attribution.pod(request.pod)
+                if info is not None:
+                    self._tenants[request.pod.key] = tenant_of(info, self._policy)
+            wait = self._wait(decision, request, by_key.get(decision.finding_key), now=now)
+            if wait is None and request.pod.key in granted_pods:
+                wait = (EvictionResult.COOLDOWN, "already chosen for another finding this cycle")
+            if wait is None and decision.finding_key in granted_findings:
+                wait = (EvictionResult.RATE_LIMITED, "at most one eviction per finding per cycle")
+            if wait is None and available - len(granted_pods) < 1.0:
+                rate = self._policy.node_evictions_per_minute
+                burst = self._bucket.capacity
+                wait = (EvictionResult.RATE_LIMITED, f"token bucket empty ({rate:g}/min, burst {burst:g})")
+            if wait is None:
+                granted_pods.add(request.pod.key)
+                granted_findings.add(decision.finding_key)
+                paced.append(decision)
+            else:
+                paced.append(replace(decision, result=wait[0], detail=wait[1]))
+        return paced
+
+    def record(
+        self, request: EvictionRequest, result: EvictionResult, *, now: float, retry_after: float | None = None
+    ) -> None:
+        """Learn from what happened to a request: take a token, start cooldowns, back off or forget."""
+        if result not in ATTEMPTS:
+            return
+        self._bucket.take(now)
+        pod = request.pod.key
+        policy = self._policy
+        if result in RETRIED:
+            previous = self._backoff.get(pod)
+            delay = policy.retry_backoff_initial_seconds if previous is None else previous.delay * 2
+            delay = min(delay, policy.retry_backoff_max_seconds)
+            self._backoff[pod] = Backoff(delay, now + max(delay, retry_after or 0.0))
+            return
+        self._backoff.pop(pod, None)
+        if result is EvictionResult.GONE:
+            return
+        # Dry-run and observe start the same cooldowns an eviction would: the report then matches enforce mode,
+        # and a standing finding is not re-sent (nor re-announced as an Event) every cycle.
+        self._pod_until[pod] = now + policy.pod_cooldown_seconds
+        tenant = self._tenants.get(pod, request.pod.namespace)
+        self._tenant_until[tenant] = now + policy.tenant_cooldown_seconds
+        if result is EvictionResult.EVICTED:
+            self._evicted_until[pod] = now + policy.evicted_memory_seconds
+
+    def _wait(
+        self, decision: Decision, request: EvictionRequest, finding: Finding | None, *, now: float
+    ) -> tuple[EvictionResult, str] | None:
+        policy = self._policy
+        pod = request.pod.key
+        if finding is not None:
+            needed = policy.for_kind(finding.kind).for_seconds
+            lasted = now - finding.since
+            if lasted < needed:
+                return EvictionResult.PENDING, f"persisted {lasted:.0f}s of the {needed:g}s required"
+        if self._evicted_until.get(pod, -1.0) > now:
+            return EvictionResult.ALREADY_EVICTED, f"{pod} was evicted and is still remembered as terminating"
+        backoff = self._backoff.get(pod)
+        if backoff and backoff.until > now:
+            return EvictionResult.COOLDOWN, f"backing off {backoff.delay:g}s after a refused attempt on {pod}"
+        if self._pod_until.get(pod, -1.0) > now:
+            return EvictionResult.COOLDOWN, f"pod cooldown for {pod} ({self._pod_until[pod] - now:.0f}s left)"
+        tenant = self._tenants.get(pod, request.pod.namespace)
+        if self._tenant_until.get(tenant, -1.0) > now:
+            left = self._tenant_until[tenant] - now
+            return EvictionResult.COOLDOWN, f"tenant cooldown for {tenant} ({left:.0f}s left)"
+        return None
+
+    def _forget_expired(self, now: float) -> None:
+        for table in (self._pod_until, self._tenant_until, self._evicted_until):
+            for key in [k for k, until in table.items() if until <= now]:
+                del table[key]
+        # A backoff is kept a while after it expires so the next refusal doubles it.
+        horizon = self._policy.retry_backoff_max_seconds * 2
+        for key in [k for k, b in self._backoff.items() if b.until + horizon <= now]:
+            del self._backoff[key]
+        if len(self._tenants) > 10_000:
+            self._tenants.clear()
+
+
+def _bucket(policy: ActionPolicy) -> TokenBucket:
+    capacity = float(policy.node_eviction_burst)
+    return TokenBucket(capacity=capacity, rate_per_second=policy.node_evictions_per_minute / 60.0, tokens=capacity)

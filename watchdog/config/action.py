@@ -1,0 +1,99 @@
+"""The eviction policy: every knob that decides whether, whom and how often the agent may evict.
+
+It lives in config (not in watchdog.action) because the policy file, the controller and `gpu-watchdog replay` all
+load it, and it must be validated with errors naming the field before any stage runs. Defaults are the safe ones:
+dry-run, a priority floor far below system-critical, Xid report-only, a slow node-wide token bucket.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from watchdog.config._base import Section
+from watchdog.model import FindingKind, Mode
+
+PROTECTED_ANNOTATION = "gpu-watchdog.io/protected"
+
+
+class KindPolicy(Section):
+    """What the agent does about one kind of finding."""
+
+    enabled: bool = Field(True, description="Whether findings of this kind may lead to an eviction at all.")
+    for_seconds: float = Field(
+        60.0, ge=0, description="How long a finding must have persisted (since its first tick) before acting."
+    )
+
+
+class XidPolicy(KindPolicy):
+    """Xid faults are reported, not acted on, unless a drain is explicitly wanted."""
+
+    enabled: bool = Field(False, description="Evict pods on a GPU/instance that raised an Xid (a drain).")
+    for_seconds: float = Field(0.0, ge=0, description="Persistence before draining.")
+    drain_all: bool = Field(
+        False, description="Drain every pod on the faulted domain (victims too), not only the pod the Xid names."
+    )
+
+
+class KillSwitch(Section):
+    """A ConfigMap whose key, when "true", pauses every eviction cluster-wide."""
+
+    enabled: bool = Field(True, description="Read the kill switch ConfigMap at all.")
+    namespace: str | None = Field(None, description="Namespace of the ConfigMap; None means the agent's own.")
+    name: str = Field("gpu-watchdog-kill-switch", min_length=1, description="Name of the ConfigMap.")
+    key: str = Field("paused", min_length=1, description="Key whose value 'true' pauses evictions.")
+    refresh_seconds: float = Field(10.0, gt=0, description="How often the ConfigMap is re-read.")
+
+
+class ActionPolicy(Section):
+    """Whether, whom and how often the agent evicts."""
+
+    mode: Mode = Field(Mode.DRY_RUN, description="observe: send nothing; dry-run: dryRun=All only; enforce: evict.")
+    priority_floor: int = Field(
+        1_000_000,
+        description="Never evict a pod whose priority is at or above this (system-cluster-critical is 2000000000).",
+    )
+    protected_namespaces: tuple[str, ...] = Field(
+        ("kube-system",), description="Namespaces never evicted from; the agent adds its own namespace at runtime."
+    )
+    protected_annotation: str = Field(
+        PROTECTED_ANNOTATION, min_length=1, description='Pods annotated with this key set to "true" are never evicted.'
+    )
+    tenant_label: str | None = Field(
+        None, description="Pod label naming the tenant (for cooldowns and quota); None means the namespace."
+    )
+    interference: KindPolicy = Field(
+        KindPolicy(for_seconds=120.0), description="Cross-tenant interference (power, SM, DRAM, PCIe)."
+    )
+    memory_pressure: KindPolicy = Field(KindPolicy(for_seconds=30.0), description="GPU memory pressure.")
+    quota: KindPolicy = Field(KindPolicy(for_seconds=120.0), description="Tenant quota breaches.")
+    unauthorized: KindPolicy = Field(KindPolicy(for_seconds=30.0), description="Unauthorized device use.")
+    xid: XidPolicy = Field(XidPolicy(), description="Xid faults: report only unless enabled (drain).")
+    pod_cooldown_seconds: float = Field(600.0, ge=0, description="After an attempt on a pod, leave it alone this long.")
+    tenant_cooldown_seconds: float = Field(
+        300.0, ge=0, description="After an eviction from a tenant, evict no other pod of that tenant this long."
+    )
+    node_evictions_per_minute: float = Field(
+        2.0, gt=0, description="Token bucket refill rate of attempts per minute (node-wide, or cluster-wide)."
+    )
+    node_eviction_burst: int = Field(1, ge=1, description="Token bucket capacity.")
+    evicted_memory_seconds: float = Field(
+        300.0, ge=0, description="How long an evicted pod is remembered as terminating (never evicted twice)."
+    )
+    grace_seconds: int | None = Field(
+        None, ge=0, description="gracePeriodSeconds sent with the eviction; None keeps the pod's own."
+    )
+    retry_backoff_initial_seconds: float = Field(
+        30.0, gt=0, description="First wait after a blocked (PDB) or failed attempt on a pod."
+    )
+    retry_backoff_max_seconds: float = Field(600.0, gt=0, description="Backoff doubles up to this.")
+    kill_switch: KillSwitch = Field(KillSwitch(), description="ConfigMap that pauses every eviction.")
+
+    def for_kind(self, kind: FindingKind) -> KindPolicy:
+        """The per-kind policy of a finding kind."""
+        return getattr(self, FindingKind(kind).value)
+
+    def with_own_namespace(self, namespace: str | None) -> "ActionPolicy":
+        """This policy with the agent's own namespace protected too (added at runtime, from the downward API)."""
+        if not namespace or namespace in self.protected_namespaces:
+            return self
+        return self.model_copy(update={"protected_namespaces": (*self.protected_namespaces, namespace)})

@@ -1,0 +1,46 @@
+"""Settings of `gpu-watchdog controller`: the cluster-wide, Alertmanager-driven evictor.
+
+The controller is a Deployment with several replicas; one holds a coordination.k8s.io Lease and acts, the others
+answer 503 so Alertmanager retries against whichever replica leads. Its limits are cluster-wide, unlike the agent's
+per-node token bucket.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field, model_validator
+
+from watchdog.config._base import Section
+
+ONE_MIB = 1024 * 1024
+
+
+class ControllerSettings(Section):
+    """How the controller listens, authenticates, elects a leader and paces itself."""
+
+    listen_host: str = Field("0.0.0.0", description="Address the webhook server binds.")
+    listen_port: int = Field(9443, ge=0, le=65535, description="Port of the webhook server; 0 picks a free one.")
+    token_file: str = Field(
+        "/var/run/secrets/gpu-watchdog/webhook-token",
+        min_length=1,
+        description="File holding the bearer token Alertmanager sends; re-read when it changes.",
+    )
+    lease_namespace: str = Field("gpu-watchdog", min_length=1, description="Namespace of the leader Lease.")
+    lease_name: str = Field("gpu-watchdog-controller", min_length=1, description="Name of the leader Lease.")
+    identity: str | None = Field(None, description="This replica's holder identity; None means the hostname.")
+    lease_duration_seconds: float = Field(15.0, gt=0, description="How long a Lease stays valid without renewal.")
+    renew_deadline_seconds: float = Field(10.0, gt=0, description="The leader gives up if it cannot renew in this.")
+    retry_period_seconds: float = Field(2.0, gt=0, description="How often candidates try to acquire or renew.")
+    cluster_evictions_per_minute: float = Field(
+        1.0, gt=0, description="Cluster-wide token bucket refill rate of eviction attempts per minute."
+    )
+    cluster_eviction_burst: int = Field(1, ge=1, description="Cluster-wide token bucket capacity.")
+    max_body_bytes: int = Field(ONE_MIB, gt=0, description="Larger webhook bodies are refused with 413.")
+    dedupe_entries: int = Field(10_000, gt=0, description="How many (fingerprint, startsAt) keys are remembered.")
+
+    @model_validator(mode="after")
+    def _lease_timings_ordered(self) -> "ControllerSettings":
+        # client-go's NewLeaderElector refuses the same:
+        # LeaseDuration > RenewDeadline > JitterFactor (1.2) × RetryPeriod.
+        if not self.lease_duration_seconds > self.renew_deadline_seconds > 1.2 * self.retry_period_seconds:
+            raise ValueError("need lease_duration_seconds > renew_deadline_seconds > 1.2 × retry_period_seconds")
+        return self

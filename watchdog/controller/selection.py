@@ -1,0 +1,78 @@
+"""Which pod an eviction alert means, and the decision for it, under the same rules the node agent obeys.
+
+An alert names a pod, or only a namespace (a tenant): then the tenant's lowest-priority GPU pod cluster-wide is
+chosen — a GPU pod being one that requests nvidia.com/gpu or an nvidia.com/mig-* resource — the youngest first
+among equals, skipping protected pods as the quota rule does. PURE: no I/O, no asyncio.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from watchdog.action.eligibility import refusal
+from watchdog.config.action import ActionPolicy
+from watchdog.controller.webhook import AlertTarget
+from watchdog.model import Decision, EvictionRequest, EvictionResult, PodInfo, PodRef
+
+GPU_RESOURCE = "nvidia.com/gpu"
+MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
+
+
+def is_gpu_pod(pod: PodInfo) -> bool:
+    return any(r == GPU_RESOURCE or r.startswith(MIG_RESOURCE_PREFIX) for r in pod.gpu_resources)
+
+
+def decide_alert(target: AlertTarget, pods: Iterable[PodInfo], *, policy: ActionPolicy) -> Decision:
+    """The decision for one alert, given the pods of its namespace (or the one pod it names)."""
+    pods = [p for p in pods if p.namespace == target.namespace]
+    if target.pod is not None:
+        named = [p for p in pods if p.name == target.pod]
+        if not named:
+            return _stop(target, EvictionResult.GONE, f"pod {target.namespace}/{target.pod} not found", None)
+        candidate = named[0]
+        refused = refusal(candidate, policy)
+        if refused:
+            return _stop(target, refused.result, refused.detail, candidate)
+        return _go(target, candidate)
+    ranked = sorted((p for p in pods if is_gpu_pod(p) and p.live), key=lambda p: (p.priority, -p.created))
+    if not ranked:
+        return _stop(target, EvictionResult.NO_CANDIDATE, f"no live GPU pod in namespace {target.namespace}", None)
+    first_refusal = None
+    for pod in ranked:
+        refused = refusal(pod, policy)
+        if refused is None:
+            return _go(target, pod)
+        first_refusal = first_refusal or _stop(target, refused.result, refused.detail, pod)
+    return first_refusal
+
+
+def _request(target: AlertTarget, pod: PodInfo) -> EvictionRequest:
+    evidence: dict[str, float | int | str] = {"alertname": target.alertname, "fingerprint": target.fingerprint}
+    evidence["startsAt"] = target.starts_at
+    message = target.summary or f"alert {target.alertname} asked to evict in namespace {target.namespace}"
+    return EvictionRequest(
+        pod=PodRef(pod.namespace, pod.name, pod.uid),
+        priority=pod.priority,
+        finding_key=target.finding_key,
+        finding_kind=target.kind,
+        reason="alert",
+        evidence=evidence,
+        message=message,
+    )
+
+
+def _go(target: AlertTarget, pod: PodInfo) -> Decision:
+    return Decision(target.finding_key, target.kind, _request(target, pod), None, "alert", pod.namespace, pod.name)
+
+
+def _stop(target: AlertTarget, result: EvictionResult, detail: str, pod: PodInfo | None) -> Decision:
+    return Decision(
+        finding_key=target.finding_key,
+        finding_kind=target.kind,
+        request=_request(target, pod) if pod else None,
+        result=result,
+        reason="alert",
+        namespace=target.namespace,
+        pod=pod.name if pod else (target.pod or ""),
+        detail=detail,
+    )

@@ -1,0 +1,141 @@
+"""Alertmanager webhook payloads: validate them, pick the alerts that ask for an eviction, and remember which
+ones were handled so a redelivery never evicts twice.
+
+Alertmanager re-sends a group on every `repeat_interval` and on retries after a 5xx, with the same alert
+fingerprint and startsAt (kubernetes-and-friends.md §4 gives the payload), so (fingerprint, startsAt) is the
+identity of "one firing of one alert". PURE: no I/O, no asyncio.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from watchdog.model import EMPTY, FindingKind
+
+ACTION_LABEL = "gpu_watchdog_action"
+KIND_LABEL = "gpu_watchdog_kind"
+SUPPORTED_VERSION = "4"
+
+
+class WebhookError(ValueError):
+    """A payload we refuse; `reason` is what the 400 answer says."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True, slots=True)
+class AlertTarget:
+    """One firing alert that asks for an eviction: of `pod`, or (pod None) of the tenant's lowest GPU pod."""
+
+    fingerprint: str
+    starts_at: str
+    alertname: str
+    namespace: str
+    pod: str | None
+    kind: FindingKind
+    labels: Mapping[str, str] = field(default_factory=lambda: EMPTY)
+    summary: str = ""
+
+    @property
+    def dedupe_key(self) -> tuple[str, str]:
+        return (self.fingerprint, self.starts_at)
+
+    @property
+    def finding_key(self) -> str:
+        return f"alert/{self.alertname}/{self.fingerprint}"
+
+
+def parse_payload(body: bytes | str) -> dict[str, Any]:
+    """Decode and validate an Alertmanager webhook body (version "4")."""
+    try:
+        payload = json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise WebhookError(f"body is not valid JSON: {exc}") from None
+    if not isinstance(payload, dict):
+        raise WebhookError("body must be a JSON object")
+    version = payload.get("version")
+    if version != SUPPORTED_VERSION:
+        raise WebhookError(f"unsupported webhook version {version!r}; expected {SUPPORTED_VERSION!r}")
+    alerts = payload.get("alerts")
+    if not isinstance(alerts, list):
+        raise WebhookError("'alerts' must be a list")
+    for index, alert in enumerate(alerts):
+        _check_alert(alert, index)
+    return payload
+
+
+def _check_alert(alert: Any, index: int) -> None:
+    where = f"alerts[{index}]"
+    if not isinstance(alert, dict):
+        raise WebhookError(f"{where} must be an object")
+    if alert.get("status") not in ("firing", "resolved"):
+        raise WebhookError(f"{where}.status must be 'firing' or 'resolved'")
+    for name in ("labels", "annotations"):
+        value = alert.get(name, {})
+        if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+            raise WebhookError(f"{where}.{name} must map strings to strings")
+    for name in ("fingerprint", "startsAt"):
+        if not isinstance(alert.get(name), str) or not alert[name]:
+            raise WebhookError(f"{where}.{name} must be a non-empty string")
+
+
+def select_targets(payload: Mapping[str, Any]) -> tuple[list[AlertTarget], list[str]]:
+    """Firing alerts labelled gpu_watchdog_action="evict" with a namespace; plus why each other alert was skipped."""
+    targets: list[AlertTarget] = []
+    skipped: list[str] = []
+    for alert in payload.get("alerts", []):
+        labels: Mapping[str, str] = alert.get("labels", {})
+        name = labels.get("alertname", "")
+        if alert["status"] != "firing":
+            skipped.append(f"{name}: resolved")
+            continue
+        if labels.get(ACTION_LABEL) != "evict":
+            skipped.append(f"{name}: no {ACTION_LABEL}=\"evict\" label")
+            continue
+        namespace = labels.get("namespace", "")
+        if not namespace:
+            skipped.append(f"{name}: no namespace label")
+            continue
+        try:
+            kind = FindingKind(labels.get(KIND_LABEL, FindingKind.QUOTA.value))
+        except ValueError:
+            kind = FindingKind.QUOTA
+        targets.append(
+            AlertTarget(
+                fingerprint=alert["fingerprint"],
+                starts_at=alert["startsAt"],
+                alertname=name,
+                namespace=namespace,
+                pod=labels.get("pod") or None,
+                kind=kind,
+                labels=dict(labels),
+                summary=alert.get("annotations", {}).get("summary", ""),
+            )
+        )
+    return targets, skipped
+
+
+class Deduper:
+    """Remembers the most recent `capacity` handled (fingerprint, startsAt) keys."""
+
+    def __init__(self, capacity: int = 10_000) -> None:
+        self._capacity = capacity
+        self._seen: OrderedDict[tuple[str, str], str] = OrderedDict()
+
+    def seen(self, key: tuple[str, str]) -> str | None:
+        """The result recorded for this key, or None if it was never handled."""
+        return self._seen.get(key)
+
+    def remember(self, key: tuple[str, str], result: str) -> None:
+        self._seen[key] = result
+        self._seen.move_to_end(key)
+        while len(self._seen) > self._capacity:
+            self._seen.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._seen)
