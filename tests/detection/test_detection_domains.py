@@ -1,0 +1,83 @@
+"""Sharing domains derived from a sample + attribution, the tick contract, and the change log helper."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from detection_builders import attribution, gpu, mig, pod, proc, sample
+
+from watchdog.detection import Detector, DomainKind, changes, devices_of, domains_of
+from watchdog.model import Finding, FindingKind, PodRef, Severity
+
+A, B, C = pod("t1", "a"), pod("t2", "b"), pod("t3", "c")
+
+
+def kinds(domains):
+    return {(d.kind, d.key): sorted(p.key for p in d.pods) for d in domains}
+
+
+def test_mig_gpu_is_one_power_domain_and_a_split_gi_shares_dram():
+    instances = (
+        mig("MIG-1", gi=1, ci=0, profile="1c.4g.40gb", sm=0.5),
+        mig("MIG-2", gi=1, ci=1, profile="3c.4g.40gb", sm=0.2),
+        mig("MIG-3", gi=2, profile="3g.40gb", sm=None),
+    )
+    s = sample(1, [gpu("GPU-0", instances=instances)])
+    domains = domains_of(devices_of(s, attribution(devices={"MIG-1": [A], "MIG-2": [B], "MIG-3": [C]})))
+    assert kinds(domains) == {
+        (DomainKind.POWER, "gpu/GPU-0/power"): ["t1/a", "t2/b", "t3/c"],
+        (DomainKind.GPU_INSTANCE, "gi/GPU-0/1"): ["t1/a", "t2/b"],
+    }
+    power = domains[0]
+    assert power.activity == {"t1/a": 0.5, "t2/b": 0.2, "t3/c": None}  # unknown stays None, never 0
+    assert power.share["t3/c"] == pytest.approx(3 / 7)
+
+
+def test_timesliced_gpu_shares_sm_between_its_pods():
+    s = sample(1, [gpu("GPU-1", processes=(proc(1, sm=0.4), proc(2, sm=0.5), proc(3, sm=0.1)), gpu_util=1.0)])
+    attr = attribution(devices={"GPU-1": [A, B]}, processes={1: A, 2: B})
+    domains = domains_of(devices_of(s, attr))
+    assert kinds(domains) == {
+        (DomainKind.POWER, "gpu/GPU-1/power"): ["t1/a", "t2/b"],
+        (DomainKind.TIMESLICE, "timeslice/GPU-1"): ["t1/a", "t2/b"],
+    }
+    assert domains[1].activity == {"t1/a": 0.4, "t2/b": 0.5} and domains[1].busy == pytest.approx(0.9)
+
+
+def test_exclusive_and_lost_gpus_share_nothing_but_an_intruder_joins():
+    exclusive = gpu("GPU-2", processes=(proc(1, sm=0.9),))
+    lost = gpu("GPU-3", lost=True)
+    alone = attribution(devices={"GPU-2": [A]}, processes={1: A})
+    assert domains_of(devices_of(sample(1, [exclusive, lost]), alone)) == []
+    intruded = gpu("GPU-2", processes=(proc(1, sm=0.5), proc(2, sm=0.4)))
+    attr = attribution(devices={"GPU-2": [A]}, processes={1: A, 2: B})
+    [device] = devices_of(sample(1, [intruded]), attr)
+    assert [r.key for r in device.assigned] == ["t1/a"] and [r.key for r in device.pods] == ["t1/a", "t2/b"]
+
+
+def test_ticks_must_increase_and_inputs_are_checked():
+    detector = Detector()
+    detector.step(sample(5, []), attribution(devices={}))
+    with pytest.raises(ValueError, match="tick 5 is not after"):
+        detector.step(sample(5, []), attribution(devices={}))
+    with pytest.raises(TypeError):
+        detector.step({"tick": 6}, attribution(devices={}))  # type: ignore[arg-type]
+
+
+def test_tenant_label_overrides_the_namespace():
+    labelled = pod("ns-1", "x", labels={"tenant": "acme"})
+    detector = Detector(tenant_label="tenant")
+    detector.step(sample(1, []), attribution(devices={"d": [labelled, A]}))
+    assert detector.tenant_of(labelled.ref) == "acme" and detector.tenant_of(A.ref) == "t1"
+
+
+def test_changes_reports_new_updated_and_resolved_once():
+    base = Finding(FindingKind.QUOTA, "k1", "tenant/t", "memory", Severity.CRITICAL, 1, 1, 1.0)
+    other = Finding(FindingKind.QUOTA, "k2", "tenant/t", "memory", Severity.CRITICAL, 1, 1, 1.0)
+    assert changes((), (base,)) == [("new", base)]
+    moved = dataclasses.replace(base, last_tick=2, evidence={"usage": 3}, needed=5.0)
+    assert changes((base,), (moved,)) == []  # numbers move every tick: not worth a log line
+    recast = dataclasses.replace(moved, culprit=PodRef("t", "p"))
+    assert changes((moved,), (recast, other)) == [("updated", recast), ("new", other)]
+    assert changes((recast, other), (other,)) == [("resolved", recast)]

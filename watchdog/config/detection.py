@@ -1,0 +1,243 @@
+"""The detection policy: what counts as interference, memory pressure, a quota breach, unauthorized use, a bad Xid.
+
+It lives in config (not in watchdog.detection) because the policy file, `gpu-watchdog replay` and the evaluation
+all load it and it must be validated, with errors naming the field, before any stage runs. Every duration is in
+*ticks* (one sampling interval each, 1 s by default): detection never reads a clock, so a recorded run replays to
+the same findings whatever the machine's speed. Defaults favour precision: a false finding may become a wrongful
+eviction.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field, model_validator
+
+from watchdog.config._base import Section
+
+# nvmlClocksEventReason* bits that mean "a shared budget slowed the clocks" (nvml.h; reference/nvml.md §5):
+# SwPowerCap 0x4, HwSlowdown 0x8, SwThermalSlowdown 0x20, HwThermalSlowdown 0x40, HwPowerBrakeSlowdown 0x80.
+# GpuIdle (0x1), application/display clock settings and SyncBoost are not contention and are left out.
+DEFAULT_CONTENTION_REASONS = 0x4 | 0x8 | 0x20 | 0x40 | 0x80
+
+
+class InterferencePolicy(Section):
+    """CPI²-style: a victim leaves its own baseline, then an antagonist is found by correlation."""
+
+    enabled: bool = Field(True, description="Look for cross-tenant interference at all.")
+    k_sigma: float = Field(
+        3.0, gt=0, description="A victim's signal must exceed its baseline mean by k standard deviations."
+    )
+    min_deviation: float = Field(
+        0.05,
+        ge=0,
+        description="Least absolute deviation (0–1 signal units) that counts, so a flat baseline ignores noise.",
+    )
+    flags_needed: int = Field(3, ge=1, description="N: outlier ticks needed among the last M to call a pod a victim.")
+    flags_window: int = Field(5, ge=1, le=64, description="M: ticks over which the N outliers are counted.")
+    clear_flags: int = Field(
+        2, ge=1, description="An open finding stays while at least this many of the last M ticks are outliers."
+    )
+    baseline_alpha: float = Field(0.05, gt=0, lt=1, description="EWMA weight of a new unhindered tick in the baseline.")
+    baseline_min_ticks: int = Field(
+        10, ge=2, description="Unhindered active ticks a pod needs before it can be a victim (no baseline, no victim)."
+    )
+    correlation_window: int = Field(24, ge=5, le=600, description="W: ticks over which antagonist use is correlated.")
+    min_correlation: float = Field(
+        0.5, gt=0, le=1, description="Least Pearson correlation of antagonist use and victim signal."
+    )
+    min_points: int = Field(8, ge=3, description="Least ticks with both values present for a correlation to count.")
+    min_steady_ticks: int = Field(
+        4, ge=1, description="Unflagged ticks, victim active, needed in the window before its degradation."
+    )
+    min_antagonist_use: float = Field(
+        0.3,
+        gt=0,
+        le=1,
+        description="Least antagonist use, relative to its own instance (or the whole GPU when time-sliced).",
+    )
+    min_antagonist_rise: float = Field(
+        0.15,
+        ge=0,
+        le=1,
+        description="Antagonist use must be this much higher while the victim degrades than while it was steady.",
+    )
+    steady_tolerance: float = Field(
+        0.2,
+        ge=0,
+        le=1,
+        description="Power domain: the victim's own activity may differ by at most this across the window.",
+    )
+    victim_min_activity: float = Field(
+        0.1,
+        ge=0,
+        le=1,
+        description="A pod is only a victim while its own SM activity is at least this (it is still working).",
+    )
+    saturation: float = Field(
+        0.9,
+        gt=0,
+        le=1,
+        description="Time-sliced GPU: busy share (gpu util or Σ process SM shares) that means contended.",
+    )
+    dram_saturation: float = Field(
+        0.8,
+        gt=0,
+        le=1,
+        description="GPU instance with several compute instances: DRAM bandwidth use that means contended.",
+    )
+    contention_reasons: int = Field(
+        DEFAULT_CONTENTION_REASONS,
+        ge=1,
+        description="nvmlClocksEventReason bit mask meaning the power/thermal budget is contended.",
+    )
+    cross_tenant_only: bool = Field(True, description="Ignore antagonists of the victim's own tenant.")
+    stale_ticks: int = Field(120, ge=1, description="Forget a pod's learned state after this many ticks unseen.")
+
+    @model_validator(mode="after")
+    def _counts_fit(self) -> InterferencePolicy:
+        if self.flags_needed > self.flags_window:
+            raise ValueError(f"flags_needed ({self.flags_needed}) must be ≤ flags_window ({self.flags_window})")
+        if self.clear_flags > self.flags_needed:
+            raise ValueError(f"clear_flags ({self.clear_flags}) must be ≤ flags_needed ({self.flags_needed})")
+        if self.min_points > self.correlation_window:
+            raise ValueError(
+                f"min_points ({self.min_points}) must be ≤ correlation_window ({self.correlation_window})"
+            )
+        return self
+
+
+class MemoryPressurePolicy(Section):
+    """Free memory of a device shared by ≥ 2 pods (time-sliced GPU, MIG instance), with a hysteresis band."""
+
+    enabled: bool = Field(True, description="Look for memory pressure on shared devices at all.")
+    min_free_bytes: int = Field(
+        1 << 30, ge=0, description="Pressure when free memory (total − used − reserved) is below this …"
+    )
+    min_free_ratio: float = Field(
+        0.05, ge=0, lt=1, description="… or below this share of the device's memory (the larger wins)."
+    )
+    band_bytes: int = Field(512 << 20, ge=0, description="Pressure ends only above threshold + this band (bytes) …")
+    band_ratio: float = Field(
+        0.02, ge=0, lt=1, description="… or + this share of the device's memory (the larger wins)."
+    )
+    for_ticks: int = Field(3, ge=1, description="Consecutive ticks below threshold before it is a finding.")
+    growth_window: int = Field(
+        30, ge=2, le=600, description="Ticks over which each pod's memory growth is measured (culprit)."
+    )
+
+
+class TenantQuota(Section):
+    """One tenant's limits on this node; an unset limit is not checked."""
+
+    gpu_memory_bytes: int | None = Field(
+        None, ge=0, description="GPU memory summed over the tenant's pods on this node."
+    )
+    dram_share: float | None = Field(
+        None, gt=0, le=1, description="Share of a time-sliced GPU's DRAM time (Σ process memory util) per GPU."
+    )
+    instances: dict[str, int] = Field(
+        default_factory=dict, description="Most MIG instances per profile, e.g. {'1g.10gb': 2}."
+    )
+
+    @model_validator(mode="after")
+    def _instances_non_negative(self) -> TenantQuota:
+        for profile, limit in self.instances.items():
+            if limit < 0:
+                raise ValueError(f"instances[{profile!r}] must be ≥ 0, got {limit}")
+            if not profile:
+                raise ValueError("instances: a profile name must not be empty")
+        return self
+
+
+class QuotaPolicy(Section):
+    """Per-tenant limits, checked by observation (no LD_PRELOAD)."""
+
+    enabled: bool = Field(True, description="Check tenant quotas at all.")
+    tenants: dict[str, TenantQuota] = Field(default_factory=dict, description="Limits per tenant name.")
+    memory_warning_ratio: float | None = Field(
+        0.9,
+        gt=0,
+        le=1,
+        description="Warn (never act) when a MIG instance's used memory exceeds this share of its size.",
+    )
+    for_ticks: int = Field(5, ge=1, description="Consecutive ticks a breach must hold before it is a finding.")
+
+
+class UnauthorizedPolicy(Section):
+    """A process on a device the kubelet never gave its pod."""
+
+    enabled: bool = Field(True, description="Look for unauthorized device use at all.")
+    for_ticks: int = Field(
+        5, ge=1, description="Consecutive ticks seen before a finding (the kubelet's assignments are refreshed slowly)."
+    )
+    min_pod_age_seconds: float = Field(
+        30.0, ge=0, description="Ignore pods younger than this: their assignment may not be listed yet."
+    )
+
+
+# Sources: application-level Xids = the k8s-device-plugin's default ignore list (internal/rm/health.go, reference
+# nvml.md §4; HAMi ignores the same set). Xid 94 is a contained ECC error: NVIDIA's A100+ memory documentation says
+# it kills only the affected application and the GPU keeps serving. Reset/drain set: the "common drain/reset" set of
+# reference nvml.md §4 (48 DBE, 63/64 row-remap, 74 NVLink, 79 fallen off the bus, 92 high SBE rate, 95 uncontained
+# ECC, 119/120 GSP) — UNVERIFIED against NVIDIA's Xid catalog, hence configurable.
+DEFAULT_APPLICATION_XIDS = (13, 31, 43, 45, 68, 109)
+DEFAULT_CONTAINED_XIDS = (94,)
+DEFAULT_RESET_XIDS = (48, 63, 64, 74, 79, 92, 95, 119, 120)
+
+
+class XidDetectionPolicy(Section):
+    """How Xid events are classified and how long a finding about one stays open."""
+
+    enabled: bool = Field(True, description="Report Xid faults at all.")
+    application: tuple[int, ...] = Field(DEFAULT_APPLICATION_XIDS, description="Xids caused by the application itself.")
+    contained: tuple[int, ...] = Field(
+        DEFAULT_CONTAINED_XIDS, description="Xids that killed only the affected application (contained ECC)."
+    )
+    reset: tuple[int, ...] = Field(DEFAULT_RESET_XIDS, description="Xids after which the GPU needs a reset or a drain.")
+    ignore: tuple[int, ...] = Field((), description="Xids never reported.")
+    drain: bool = Field(False, description="Mark reset-class findings as wanting a drain (the action stage decides).")
+    hold_seconds: float = Field(
+        300.0, gt=0, description="A finding stays open this long after the last matching event."
+    )
+
+    @model_validator(mode="after")
+    def _disjoint(self) -> XidDetectionPolicy:
+        seen: dict[int, str] = {}
+        for name in ("application", "contained", "reset"):
+            for xid in getattr(self, name):
+                if xid <= 0:
+                    raise ValueError(f"{name}: Xid {xid} must be positive")
+                if xid in seen:
+                    raise ValueError(f"Xid {xid} is listed in both {seen[xid]} and {name}")
+                seen[xid] = name
+        return self
+
+
+class VictimSignalOverride(Section):
+    """A tenant's own victim signal (e.g. p99 latency), evaluated by the service and handed to detection."""
+
+    query: str = Field(..., min_length=1, description="PromQL giving one value per pod (labels namespace, pod).")
+    threshold: float | None = Field(None, description="A value beyond this is an outlier even within k·σ (an SLO).")
+    higher_is_worse: bool = Field(True, description="False for throughput-like signals where a drop is degradation.")
+    min_deviation: float = Field(
+        0.0, ge=0, description="Least absolute deviation from the baseline, in the query's unit."
+    )
+    min_relative_deviation: float = Field(
+        0.2, ge=0, description="Least deviation as a share of the baseline mean (the larger of the two wins)."
+    )
+
+
+class DetectionPolicy(Section):
+    """Everything detection decides on; hot-reloadable."""
+
+    interference: InterferencePolicy = Field(
+        default_factory=InterferencePolicy, description="Cross-tenant interference."
+    )
+    memory_pressure: MemoryPressurePolicy = Field(
+        default_factory=MemoryPressurePolicy, description="Memory pressure on shared devices."
+    )
+    quota: QuotaPolicy = Field(default_factory=QuotaPolicy, description="Per-tenant quotas.")
+    unauthorized: UnauthorizedPolicy = Field(default_factory=UnauthorizedPolicy, description="Unauthorized device use.")
+    xid: XidDetectionPolicy = Field(default_factory=XidDetectionPolicy, description="Xid fault classification.")
+    victim_signal_overrides: dict[str, VictimSignalOverride] = Field(
+        default_factory=dict, description="Per tenant: a victim signal replacing the NVML-derived one."
+    )

@@ -1,0 +1,203 @@
+"""Per-tenant quota breaches on this node, found by observation rather than by intercepting allocations.
+
+Pure (no I/O). HAMi caps GPU memory with an LD_PRELOAD shim and its users report false OOMs (reference peers.md);
+we only watch what NVML reports and let a breach that *persists* (for_ticks) become a finding, with `needed` = the
+excess so the action stage can free exactly that. Limits: GPU memory summed over a tenant's pods, DRAM time share
+on each time-sliced GPU (Σ per-process memory util; MIG isolates DRAM so it is not checked there), and MIG
+instances held per profile. A MIG instance filling up gets a WARNING, which is never acted on.
+Missing numbers never clear or start anything: a tenant whose usage could not be fully read this tick keeps its run.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from watchdog.config.detection import DetectionPolicy
+from watchdog.detection.domains import Device
+from watchdog.detection.runs import Run, Runs
+from watchdog.model import Attribution, Finding, FindingKind, PodRef, Severity
+
+
+class QuotaDetector:
+    def __init__(self, policy: DetectionPolicy, *, tenant_of: Callable[[PodRef], str]) -> None:
+        self._policy = policy
+        self._tenant_of = tenant_of
+        self._runs = Runs()
+        self._open: dict[str, tuple[int, Finding]] = {}  # key → (tick last evaluated, finding)
+        self._tick, self._timestamp = 0, 0.0
+        self._seen: set[str] = set()
+        self._refs: dict[str, PodRef] = {}
+
+    def set_policy(self, policy: DetectionPolicy) -> None:
+        self._policy = policy  # runs of limits that disappeared end at the next tick (they are no longer true)
+
+    def step(self, devices: list[Device], attribution: Attribution, *, tick: int, timestamp: float) -> list[Finding]:
+        policy = self._policy.quota
+        if not policy.enabled:
+            self._runs, self._open = Runs(), {}
+            return []
+        self._tick, self._timestamp, self._seen = tick, timestamp, set()
+        self._refs = {ref.key: ref for device in devices for ref in device.pods}
+        self._memory(devices)
+        self._dram(devices)
+        if attribution.healthy:  # instance counts come from the kubelet's assignments: only trust a fresh list
+            self._instances(devices, attribution)
+        self._warnings(devices)
+        for key, (last, _) in list(self._open.items()):
+            if key not in self._seen and tick - last > self._policy.interference.stale_ticks:
+                del self._open[key]
+                self._runs.end(key)
+        return [finding for _, finding in self._open.values()]
+
+    # ------------------------------------------------------------------------------------------- the checks
+
+    def _memory(self, devices: list[Device]) -> None:
+        usage: dict[str, dict[str, float]] = {}
+        incomplete: set[str] = set()
+        for device in devices:
+            for ref in device.pods:
+                tenant = self._tenant_of(ref)
+                if ref.key in device.pod_memory:
+                    per_pod = usage.setdefault(tenant, {})
+                    per_pod[ref.key] = per_pod.get(ref.key, 0.0) + device.pod_memory[ref.key]
+                else:
+                    incomplete.add(tenant)
+        for tenant, quota in self._policy.quota.tenants.items():
+            if quota.gpu_memory_bytes is None:
+                continue
+            per_pod = usage.get(tenant, {})
+            total, limit = sum(per_pod.values()), quota.gpu_memory_bytes
+            key = f"quota/{tenant}/memory"
+            run = self._check(key, None if total <= limit and tenant in incomplete else total > limit)
+            if run is not None:
+                self._open[key] = (self._tick, self._finding(
+                    run, key=key, domain=f"tenant/{tenant}", resource="memory", tenant=tenant, usage=per_pod,
+                    culprit=self._largest(per_pod), needed=total - limit, evidence={"usage": total, "limit": limit},
+                    message=f"tenant {tenant} uses {total / 2**30:.2f} GiB of GPU memory, limit {limit / 2**30:.2f}",
+                ))
+
+    def _dram(self, devices: list[Device]) -> None:
+        for device in devices:
+            if device.mig is not None or len(device.pods) < 2:
+                continue
+            shares: dict[str, dict[str, float]] = {}
+            for ref in device.pods:
+                if ref.key in device.pod_dram:
+                    shares.setdefault(self._tenant_of(ref), {})[ref.key] = device.pod_dram[ref.key]
+            for tenant, quota in self._policy.quota.tenants.items():
+                if quota.dram_share is None:
+                    continue
+                per_pod = shares.get(tenant, {})
+                total, limit = sum(per_pod.values()), quota.dram_share
+                key = f"quota/{tenant}/dram/{device.uuid}"
+                has_pod = any(self._tenant_of(ref) == tenant for ref in device.pods)
+                run = self._check(key, total > limit if per_pod or not has_pod else None)
+                if run is not None:
+                    self._open[key] = (self._tick, self._finding(
+                        run, key=key, domain=f"tenant/{tenant}", resource="dram", tenant=tenant, usage=per_pod,
+                        culprit=self._largest(per_pod), needed=total - limit,
+                        evidence={"usage": round(total, 4), "limit": limit, "gpu_uuid": device.uuid},
+                        message=f"tenant {tenant} takes {total:.0%} of DRAM time on {device.uuid}, limit {limit:.0%}",
+                    ))
+
+    def _instances(self, devices: list[Device], attribution: Attribution) -> None:
+        held: dict[tuple[str, str], dict[str, PodRef]] = {}  # (tenant, profile) → MIG uuid → holder
+        for device in devices:
+            if device.profile is None:
+                continue
+            for ref in device.assigned:
+                held.setdefault((self._tenant_of(ref), device.profile), {})[device.uuid] = ref
+        for tenant, quota in self._policy.quota.tenants.items():
+            for profile, limit in quota.instances.items():
+                holders = held.get((tenant, profile), {})
+                usage: dict[str, float] = {}
+                for ref in holders.values():
+                    usage[ref.key] = usage.get(ref.key, 0.0) + 1
+                key = f"quota/{tenant}/instances/{profile}"
+                run = self._check(key, len(holders) > limit)
+                if run is not None:
+                    # The newest holder is the one whose instance pushed the tenant over its limit.
+                    newest = max(holders.values(), key=lambda ref: _created(attribution, ref))
+                    self._open[key] = (self._tick, self._finding(
+                        run, key=key, domain=f"tenant/{tenant}", resource="instances", tenant=tenant, usage=usage,
+                        culprit=newest, needed=float(len(holders) - limit),
+                        evidence={"usage": len(holders), "limit": limit, "profile": profile},
+                        message=f"tenant {tenant} holds {len(holders)} {profile} instances, limit {limit}",
+                    ))
+
+    def _warnings(self, devices: list[Device]) -> None:
+        ratio = self._policy.quota.memory_warning_ratio
+        if ratio is None:
+            return
+        for device in devices:
+            if device.mig is None or not device.memory_total or device.memory_used is None:
+                continue
+            used = device.memory_used / device.memory_total
+            key = f"quota/mig-memory/{device.uuid}"
+            run = self._check(key, used > ratio)
+            if run is not None:
+                usage = {k: float(v) for k, v in device.pod_memory.items()}
+                top = max(device.pods, key=lambda ref: usage.get(ref.key, 0.0), default=None)
+                self._open[key] = (self._tick, self._finding(
+                    run, key=key, domain=f"mig/{device.uuid}", resource="memory",
+                    tenant=self._tenant_of(top) if top else None, usage=usage, culprit=top,
+                    needed=device.memory_used - ratio * device.memory_total, severity=Severity.WARNING,
+                    evidence={"usage": round(used, 4), "limit": ratio, "profile": device.profile or ""},
+                    message=f"{device.profile} instance {device.uuid} is {used:.0%} full",
+                ))
+
+    # -------------------------------------------------------------------------------------------- plumbing
+
+    def _check(self, key: str, breached: bool | None) -> Run | None:
+        """The active run when the breach held long enough; None = could not tell, so nothing changes."""
+        self._seen.add(key)
+        if breached is None:
+            if key in self._open:
+                self._open[key] = (self._tick, self._open[key][1])
+            return None
+        if not breached:
+            self._runs.end(key)
+            self._open.pop(key, None)
+            return None
+        run = self._runs.hold(key, tick=self._tick, timestamp=self._timestamp, for_ticks=self._policy.quota.for_ticks)
+        return run if run.active else None
+
+    def _largest(self, usage: dict[str, float]) -> PodRef | None:
+        return self._refs.get(max(usage, key=usage.__getitem__)) if usage else None
+
+    def _finding(
+        self,
+        run: Run,
+        *,
+        key: str,
+        domain: str,
+        resource: str,
+        tenant: str | None,
+        usage: dict[str, float],
+        culprit: PodRef | None,
+        needed: float,
+        evidence: dict[str, float | int | str],
+        message: str,
+        severity: Severity = Severity.CRITICAL,
+    ) -> Finding:
+        return Finding(
+            kind=FindingKind.QUOTA,
+            key=key,
+            domain=domain,
+            resource=resource,
+            severity=severity,
+            first_tick=run.first_tick,
+            last_tick=self._tick,
+            since=run.since,
+            culprit=culprit,
+            tenant=tenant,
+            evidence={**evidence, "ticks": run.ticks},
+            usage=dict(usage),
+            needed=float(needed),
+            message=message,
+        )
+
+
+def _created(attribution: Attribution, ref: PodRef) -> float:
+    info = attribution.pod(ref)
+    return info.created if info else 0.0

@@ -1,0 +1,73 @@
+"""The victim signals and contention tests per sharing domain: what "suffering" and "contended" mean in NVML terms.
+
+Pure (no I/O). Every signal is oriented so that *higher is worse* and is 0–1 for the NVML-derived ones:
+
+* power domain (whole GPU, also under MIG): SM clock loss ``1 − sm_clock/max`` weighted by the pod's own SM
+  activity. A pod that does nothing loses nothing when clocks drop, and a pod whose own load falls sees its signal
+  fall with it. The domain is contended only while a power/thermal reason bit is set
+  (nvmlClocksEventReason*, reference nvml.md §5); GpuIdle does not count.
+* timeslice (non-MIG GPU, several pods): the SM share the pod did *not* get, ``1 − Σ smUtil of its processes``
+  (nvmlDeviceGetProcessUtilization; not available under MIG, nvml.md §6). Contended while the GPU is saturated.
+* gi (GPU instance with several compute instances): ``1 − SM activity`` of the pod's compute instance (GPM is
+  per CI for SM, per GI for DRAM, nvml.md §3b). Contended while the GI's DRAM bandwidth is saturated.
+
+A tenant may replace the signal with its own (e.g. p99 latency from PromQL); the service evaluates the query and
+hands the value in, detection only orients it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from watchdog.config.detection import InterferencePolicy, VictimSignalOverride
+from watchdog.detection.domains import Domain, DomainKind
+
+
+@dataclass(frozen=True, slots=True)
+class Signal:
+    """One pod's victim signal this tick (None = unknown), and how a deviation of it is judged."""
+
+    value: float | None
+    source: str  # "nvml" or "override": a change of source restarts the baseline
+    min_deviation: float | None = None  # None: the policy's
+    min_relative_deviation: float = 0.0
+    threshold: float | None = None  # oriented like value: at or above it is an outlier
+
+
+def contended(domain: Domain, policy: InterferencePolicy) -> bool | None:
+    """Whether the domain's shared resource is exhausted this tick; None when the numbers are missing."""
+    if domain.kind is DomainKind.POWER:
+        if domain.reasons is None or domain.clock_loss is None:
+            return None
+        return bool(domain.reasons & policy.contention_reasons)
+    if domain.busy is None:
+        return None
+    limit = policy.saturation if domain.kind is DomainKind.TIMESLICE else policy.dram_saturation
+    return domain.busy >= limit
+
+
+def victim_signal(
+    domain: Domain,
+    activity: float | None,
+    *,
+    override: VictimSignalOverride | None,
+    external: float | None,
+) -> Signal:
+    """The pod's signal in this domain: its tenant's override when configured, else the NVML-derived one."""
+    if override is not None:
+        sign = 1.0 if override.higher_is_worse else -1.0
+        threshold = None if override.threshold is None else sign * override.threshold
+        return Signal(
+            value=None if external is None else sign * external,
+            source="override",
+            min_deviation=override.min_deviation,
+            min_relative_deviation=override.min_relative_deviation,
+            threshold=threshold,
+        )
+    if activity is None:
+        return Signal(None, "nvml")
+    if domain.kind is DomainKind.POWER:
+        if domain.clock_loss is None:
+            return Signal(None, "nvml")
+        return Signal(domain.clock_loss * activity, "nvml")
+    return Signal(max(0.0, 1.0 - activity), "nvml")
