@@ -214,3 +214,23 @@ def test_audit_log_sinks(tmp_path, caplog):
     caplog.set_level(logging.INFO, logger="gpu_watchdog.audit")
     AuditLog.from_setting(None).write({"b": 2})
     assert '"b": 2' in caplog.text
+
+
+async def test_a_standing_refusal_is_counted_and_audited_once_per_change():
+    culprit, victim = pod("batch", ns="b", priority=1), pod("web", priority=100)
+    world = ([finding(culprit=culprit, victims=(victim,), since=1_000.0)], attribution(culprit, victim))
+    api = RecordingApi()
+    s, stream, clock = stage("enforce", api, interference={"for_seconds": 60})
+    for _ in range(5):  # the finding waits out its `for`: pending every cycle, but one decision
+        await s.run_cycle(*world)
+        clock.now += 1
+    assert s.counts == {("pending", "interference", "b"): 1}
+    assert [line["result"] for line in lines(stream)] == ["pending"]
+    clock.now += 60
+    await s.run_cycle(*world)
+    assert api.evictions == [("b/batch", False, None)]
+    assert s.counts[("evicted", "interference", "b")] == 1
+    await s.run_cycle([], world[1])  # the finding is resolved: forgotten
+    await s.run_cycle(*world)  # and when it comes back, its (new) refusal counts again
+    assert [line["result"] for line in lines(stream)][-1] != "evicted"
+    assert len(lines(stream)) == 3

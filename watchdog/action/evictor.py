@@ -87,6 +87,10 @@ class Evictor:
         self._error_streak = 0
         self._hold_until = float("-inf")
         self.event_failures = 0
+        # A standing finding is decided again every cycle; a refusal that merely repeats (pending, cooldown, …) is
+        # counted and audited once per change, so counters and the audit log track decisions, not ticks.
+        self._standing: dict[str, tuple[str, EvictionResult]] = {}
+        self._seen: set[str] = set()
 
     @property
     def mode(self) -> Mode:
@@ -103,10 +107,12 @@ class Evictor:
     async def act(self, decisions: Iterable[Decision]) -> list[ActionOutcome]:
         """Finish every decision with one result; returns the outcomes of those that name a pod."""
         outcomes = []
+        self._seen = set()
         for decision in decisions:
             outcome = await self._finish(decision)
             if outcome is not None:
                 outcomes.append(outcome)
+        self._standing = {key: value for key, value in self._standing.items() if key in self._seen}
         return outcomes
 
     async def _finish(self, decision: Decision) -> ActionOutcome | None:
@@ -124,14 +130,14 @@ class Evictor:
         if mode is Mode.OBSERVE:
             self._pacer.record(request, EvictionResult.OBSERVED, now=now)
             detail = "observe mode: nothing sent"
-            return self._account(decision, EvictionResult.OBSERVED, detail=detail, now=now, mode=mode)
+            return self._account(decision, EvictionResult.OBSERVED, detail=detail, now=now, mode=mode, sent=True)
         if self._api is None:
             return self._account(decision, EvictionResult.ERROR, detail="no Kubernetes API", now=now, mode=mode)
         result, status, detail, retry_after = await self._send(request, dry_run=mode is Mode.DRY_RUN)
         now = self._clock()
         self._pacer.record(request, result, now=now, retry_after=retry_after)
         self._note_errors(result, now)
-        outcome = self._account(decision, result, detail=detail, now=now, mode=mode, http_status=status)
+        outcome = self._account(decision, result, detail=detail, now=now, mode=mode, http_status=status, sent=True)
         if result in EVENT_REASONS:
             await self._announce(request, result, mode)
         return outcome
@@ -194,14 +200,20 @@ class Evictor:
         now: float,
         mode: Mode,
         http_status: int | None = None,
+        sent: bool = False,
     ) -> ActionOutcome | None:
         request = decision.request
         namespace = decision.namespace or (request.pod.namespace if request else "")
         reason = request.reason if request else decision.reason
-        self._counts[(result.value, reason, namespace)] += 1
         outcome = None
         if request is not None:
             outcome = ActionOutcome(request, result, mode, now, detail=detail, http_status=http_status)
+        self._seen.add(decision.finding_key)
+        standing = (decision.pod, result)
+        if not sent and self._standing.get(decision.finding_key) == standing:
+            return outcome  # the same refusal as last cycle: already counted and audited
+        self._standing[decision.finding_key] = standing
+        self._counts[(result.value, reason, namespace)] += 1
         final = decision if decision.result is result else _with_result(decision, result, detail)
         self._audit.write(audit_record(timestamp=now, node=self._node, mode=mode, decision=final, outcome=outcome))
         if result in (EvictionResult.EVICTED, EvictionResult.DRY_RUN, EvictionResult.BLOCKED_PDB, EvictionResult.ERROR):
