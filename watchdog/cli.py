@@ -1,0 +1,289 @@
+"""`gpu-watchdog` — the command line: run, demo, probe, check-config, record, replay, eval, controller.
+
+Each subcommand parses its flags, builds settings, and hands over to the layer that does the work; no logic of
+the pipeline lives here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+from watchdog import __version__
+from watchdog.config import ConfigError, Policy, check_file, load_policy, load_settings
+
+log = logging.getLogger("watchdog")
+
+
+def _setup_logging(level: str = "INFO", *, quiet: bool = False) -> None:
+    logging.basicConfig(
+        level=logging.WARNING if quiet else getattr(logging, level.upper(), logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+
+
+def _mode_flags(args: argparse.Namespace) -> dict[str, Any]:
+    flags: dict[str, Any] = {}
+    if getattr(args, "mode", None):
+        flags["policy"] = {"action": {"mode": args.mode}}
+    if getattr(args, "policy", None):
+        flags["policy_file"] = args.policy
+    return flags
+
+
+# ------------------------------------------------------------------------------------------------ commands
+
+
+def cmd_check_config(args: argparse.Namespace) -> int:
+    status = 0
+    for path in args.files:
+        try:
+            kind, problems = check_file(path)
+        except OSError as exc:
+            print(f"{path}: cannot read: {exc.strerror or exc}")
+            status = 1
+            continue
+        if problems:
+            status = 1
+            print(f"{path}: invalid {kind} file, {len(problems)} problem(s):")
+            for field, reason in problems:
+                print(f"  {field}: {reason}")
+        else:
+            print(f"{path}: valid {kind} file")
+    return status
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from watchdog.demo.runner import DEFAULT_SCENARIO, run_simulated
+
+    tui = sys.stdout.isatty() and not args.no_tui
+    _setup_logging(quiet=tui)
+    scenario = args.scenario or DEFAULT_SCENARIO
+    flags = _mode_flags(args)
+    return _run_async(run_simulated(scenario, port=args.port, config=args.config, flags=flags, tui=tui,
+                                    speed=args.speed))
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    flags = _mode_flags(args)
+    if args.port is not None:
+        flags["publishing"] = {"port": args.port}
+    if args.simulate:
+        from watchdog.demo.runner import run_simulated
+
+        _setup_logging()
+        return _run_async(run_simulated(args.simulate, port=args.port or 9435, config=args.config, flags=flags))
+    settings, nvml, status = _load_real(args)
+    if status:
+        return status
+    if args.port is not None:
+        settings = settings.model_copy(update={"publishing": settings.publishing.model_copy(update={"port": args.port})})
+    _setup_logging(settings.log_level)
+    return _run_async(_run_real(settings, nvml))
+
+
+def _load_real(args: argparse.Namespace):
+    """Settings and the real NVML module, or an exit status with a one-line reason."""
+    try:
+        settings = load_settings(args.config, flags=_mode_flags(args))
+    except ConfigError as exc:
+        print(f"gpu-watchdog: {exc}", file=sys.stderr)
+        return None, None, 2
+    from watchdog.sampling.nvml_library import NvmlLibraryMissing, load
+
+    try:
+        return settings, load(), 0
+    except NvmlLibraryMissing as exc:
+        print(f"gpu-watchdog: {exc}", file=sys.stderr)
+        return None, None, 2
+
+
+async def _run_real(settings, nvml, on_tick=None) -> None:
+    from watchdog.kube.client import KubeApi
+    from watchdog.service.agent import Agent
+
+    if not settings.node_name:
+        settings = settings.model_copy(update={"node_name": os.environ.get("NODE_NAME") or socket.gethostname()})
+    from watchdog.sampling.sampler import NvmlUnavailable
+
+    from watchdog.kube.errors import KubeError
+
+    try:
+        kube = await KubeApi.from_settings(settings.kube)
+    except KubeError as exc:
+        log.error("Kubernetes API unavailable, running without pod metadata or actions: %s", exc)
+        kube = None
+    try:
+        await Agent(settings, nvml=nvml, clock=time.time, kube=kube, on_tick=on_tick).run()
+    except NvmlUnavailable as exc:
+        raise SystemExit(
+            f"gpu-watchdog: no usable NVML ({exc}). Without a GPU, run the simulation instead: "
+            "`gpu-watchdog run --simulate scenarios/demo.yaml` or `gpu-watchdog demo`."
+        ) from None
+    finally:
+        if kube is not None:
+            await kube.close()
+
+
+def cmd_probe(args: argparse.Namespace) -> int:
+    from watchdog.sampling.nvml_library import NvmlLibraryMissing, load
+    from watchdog.sampling.probe import probe
+
+    if args.simulate:
+        from watchdog.sim import SimClock, SimulatedNode
+
+        nvml = SimulatedNode.from_scenario(args.simulate, SimClock(1.0)).nvml
+    else:
+        try:
+            nvml = load()
+        except NvmlLibraryMissing as exc:
+            print(f"gpu-watchdog: {exc}", file=sys.stderr)
+            return 2
+    json.dump(probe(nvml), sys.stdout, indent=2, sort_keys=True)
+    print()
+    return 0
+
+
+def cmd_record(args: argparse.Namespace) -> int:
+    from watchdog.trace import TraceWriter
+
+    _setup_logging()
+    writer = TraceWriter(args.out)
+
+    def on_tick(sample, attribution, findings) -> None:
+        writer.write(sample, attribution)
+
+    try:
+        if args.simulate:
+            from watchdog.demo.runner import run_simulated
+
+            return _run_async(run_simulated(args.simulate, port=args.port, config=args.config, on_tick=on_tick,
+                                            ticks=args.ticks, speed=args.speed))
+        settings, nvml, status = _load_real(args)
+        if status:
+            return status
+        return _run_async(_run_real(settings, nvml, on_tick))
+    finally:
+        writer.close()
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    from watchdog.evaluation.replay import replay
+    from watchdog.trace import TraceError
+
+    try:
+        policy = load_policy(args.policy) if args.policy else Policy()
+        report = replay(args.trace, policy=policy)
+    except (ConfigError, TraceError) as exc:
+        print(f"gpu-watchdog replay: {exc}", file=sys.stderr)
+        return 2
+    json.dump(report, sys.stdout, indent=2, sort_keys=False)
+    print()
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from watchdog.evaluation.evaluate import evaluate, format_table
+
+    policy = load_policy(args.policy) if args.policy else None
+    result = evaluate(args.paths, base_policy=policy)
+    print(format_table(result))
+    return 0
+
+
+def cmd_controller(args: argparse.Namespace) -> int:
+    from watchdog.controller.service import run_controller
+
+    try:
+        settings = load_settings(args.config)
+    except ConfigError as exc:
+        print(f"gpu-watchdog: {exc}", file=sys.stderr)
+        return 2
+    _setup_logging(settings.log_level)
+    return _run_async(run_controller(settings))
+
+
+def _run_async(coro) -> int:
+    try:
+        asyncio.run(coro)
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+# --------------------------------------------------------------------------------------------------- parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="gpu-watchdog", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"gpu-watchdog {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="run the node agent (real NVML, or --simulate SCENARIO)")
+    run.add_argument("--config", help="settings YAML")
+    run.add_argument("--simulate", metavar="SCENARIO", help="run against a simulated node instead of NVML")
+    run.add_argument("--port", type=int, help="metrics port (default 9435)")
+    run.add_argument("--mode", choices=["observe", "dry-run", "enforce"], help="override the policy's mode")
+    run.add_argument("--policy", help="policy YAML, reloaded while running")
+    run.set_defaults(func=cmd_run)
+
+    demo = sub.add_parser("demo", help="the whole pipeline on a simulated GPU node")
+    demo.add_argument("--port", type=int, default=9435)
+    demo.add_argument("--scenario", help="scenario YAML (default scenarios/demo.yaml)")
+    demo.add_argument("--config", help="settings YAML")
+    demo.add_argument("--mode", choices=["observe", "dry-run", "enforce"], help="action mode (default dry-run)")
+    demo.add_argument("--policy", help="policy YAML, reloaded while running")
+    demo.add_argument("--speed", type=float, default=1.0, help="simulated seconds per real second")
+    demo.add_argument("--no-tui", action="store_true", help="no live table, even on a terminal")
+    demo.set_defaults(func=cmd_demo)
+
+    probe = sub.add_parser("probe", help="print which NVML calls this GPU supports and what they return")
+    probe.add_argument("--simulate", metavar="SCENARIO", help="probe a simulated node")
+    probe.set_defaults(func=cmd_probe)
+
+    check = sub.add_parser("check-config", help="validate settings or policy files")
+    check.add_argument("files", nargs="+")
+    check.set_defaults(func=cmd_check_config)
+
+    record = sub.add_parser("record", help="write each tick's sample and attribution as JSON lines")
+    record.add_argument("--out", required=True)
+    record.add_argument("--simulate", metavar="SCENARIO")
+    record.add_argument("--ticks", type=int, help="stop after this many ticks")
+    record.add_argument("--config")
+    record.add_argument("--port", type=int, default=0)
+    record.add_argument("--speed", type=float, default=1.0)
+    record.set_defaults(func=cmd_record)
+
+    replay = sub.add_parser("replay", help="re-run detection and the eviction rules on a trace")
+    replay.add_argument("trace")
+    replay.add_argument("--policy", help="policy YAML")
+    replay.add_argument("--report", choices=["json"], default="json")
+    replay.set_defaults(func=cmd_replay)
+
+    ev = sub.add_parser("eval", help="precision, recall and latency on labelled scenarios")
+    ev.add_argument("paths", nargs="+")
+    ev.add_argument("--policy")
+    ev.set_defaults(func=cmd_eval)
+
+    ctl = sub.add_parser("controller", help="the cluster controller acting on Alertmanager webhooks")
+    ctl.add_argument("--config")
+    ctl.set_defaults(func=cmd_controller)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,80 @@
+"""Runs the agent against a SimulatedWorld in real time: what `gpu-watchdog demo` and `run --simulate` do.
+
+Simulated time advances by one tick per agent cycle (``sleep`` is where the world moves), so a scenario plays out
+at its own tick length, or faster with ``speed``. The agent itself is the production Agent, unchanged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Callable
+
+from watchdog.demo.table import render_table
+from watchdog.kube.client import KubeApi
+from watchdog.service.agent import Agent
+from watchdog.world import SimulatedWorld
+
+log = logging.getLogger(__name__)
+
+DEFAULT_SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "demo.yaml"
+"""The built-in demo scenario, scenarios/demo.yaml in the source checkout."""
+
+
+async def run_simulated(
+    scenario: str | Path,
+    *,
+    port: int = 9435,
+    config: str | None = None,
+    flags: dict[str, Any] | None = None,
+    tui: bool = False,
+    speed: float = 1.0,
+    ticks: int | None = None,
+    on_tick: Callable[..., None] | None = None,
+    out: Any = None,
+    ready: Callable[[Agent, SimulatedWorld], None] | None = None,
+) -> None:
+    """Build the world and the agent, run until cancelled (or ``ticks`` cycles)."""
+    out = out or sys.stdout
+    workdir = Path(tempfile.mkdtemp(prefix="gpu-watchdog-sim-"))
+    async with SimulatedWorld(scenario, workdir=workdir, deletion_delay=min(3.0, 3.0 / speed)) as world:
+        merged = {"publishing": {"port": port}}
+        for key, value in (flags or {}).items():
+            merged[key] = value
+        settings = world.settings(config, **merged)
+        kube = KubeApi.from_url(world.api.url)
+
+        async def world_sleep(seconds: float) -> None:
+            await asyncio.sleep(seconds / speed)
+            world.advance(seconds)
+
+        agent = Agent(settings, nvml=world.nvml, clock=world.clock, sleep=world_sleep, kube=kube, on_tick=on_tick)
+        try:
+            port_bound = await agent.start()
+            log.info("simulated node %s: metrics at http://127.0.0.1:%d/metrics", world.scenario.node, port_bound)
+            if not tui:
+                print(f"gpu-watchdog: simulated node {world.scenario.node}, metrics on "
+                      f"http://127.0.0.1:{port_bound}/metrics", file=out, flush=True)
+            if ready is not None:
+                ready(agent, world)
+            screen = asyncio.create_task(_screen(agent, out)) if tui else None
+            try:
+                await agent.run(ticks=ticks)
+            finally:
+                if screen is not None:
+                    screen.cancel()
+        finally:
+            await kube.close()
+
+
+async def _screen(agent: Agent, out: Any) -> None:
+    """Redraw the table once a second (ANSI home + clear), from the latest snapshot only."""
+    while True:
+        text = render_table(agent.cycle.snapshot)
+        out.write("\x1b[H\x1b[2J" + f"gpu-watchdog demo — metrics on http://127.0.0.1:{agent.port}/metrics "
+                  "(Ctrl-C to stop)\n\n" + text + "\n")
+        out.flush()
+        await asyncio.sleep(1.0)

@@ -1,0 +1,219 @@
+"""The one place that wires the agent: it builds every stage from Settings plus the injected device and
+cluster, starts the long-running tasks, and runs the cycle on a timer.
+
+Nothing here decides anything. The NVML module (real pynvml or the simulation), the clock, the sleep and the
+Kubernetes API client are parameters, so the demo, the tests and a real node run this same code path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from contextlib import AsyncExitStack
+from types import ModuleType
+from typing import Any, Awaitable, Callable, Mapping
+
+from watchdog.action import ActionStage
+from watchdog.action.audit import AuditLog
+from watchdog.action.killswitch import KillSwitch
+from watchdog.attribution.assignments import KubeletAssignments
+from watchdog.attribution.cgroups import ProcReader
+from watchdog.attribution.kubelet import PodResourcesClient
+from watchdog.attribution.pods import PodCache
+from watchdog.config import Policy, Settings
+from watchdog.detection import Detector
+from watchdog.kube.client import KubeApi
+from watchdog.kube.eviction import KubeEvictions
+from watchdog.kube.pods import PodWatcher
+from watchdog.publishing.server import MetricsServer
+from watchdog.sampling.events import XidWatcher
+from watchdog.sampling.sampler import NvmlSampler
+from watchdog.service.cycle import Cycle, TickHook
+from watchdog.service.policy_watch import PolicyWatcher
+from watchdog.service.state import AgentState
+
+log = logging.getLogger(__name__)
+
+Sleep = Callable[[float], Awaitable[object]]
+
+
+class Agent:
+    """``await Agent(settings, nvml=…).run()`` — until cancelled. ``start()``/``cycle_once()`` drive it step by step."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        nvml: ModuleType,
+        clock: Callable[[], float],
+        sleep: Sleep = asyncio.sleep,
+        kube: KubeApi | None = None,
+        policy: Policy | None = None,
+        on_tick: TickHook | None = None,
+        external_signals: Callable[[], Mapping[str, float]] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.node = settings.node_name
+        self.clock = clock
+        self.sleep = sleep
+        self.kube = kube
+        self.policy = policy or settings.policy
+        self.state = AgentState(node=self.node, tenant_label=settings.attribution.tenant_label)
+        self.sampler = NvmlSampler(nvml, node=self.node, clock=clock, settings=settings.sampling)
+        self.xids = XidWatcher(
+            nvml,
+            on_event=self._on_event_from_thread,
+            clock=clock,
+            wait_ms=settings.sampling.event_wait_ms,
+            on_mig_change=self.sampler.request_enumeration,
+        ) if settings.sampling.events else None
+        self.pods = PodCache()
+        self.evictions = KubeEvictions(kube) if kube is not None else None
+        self.kill_switch = KillSwitch(
+            self.evictions, settings=self.policy.action.kill_switch, namespace=settings.namespace
+        )
+        self.action = ActionStage(
+            self._action_policy(self.policy),
+            self.evictions,
+            clock=clock,
+            audit=AuditLog.from_setting(settings.audit_log),
+            node=self.node,
+            paused=self.kill_switch.paused,
+        )
+        self.action.paused = self.kill_switch.paused  # read by the cycle for the exported state
+        self.detector = Detector(self.policy.detection, tenant_label=settings.attribution.tenant_label)
+        self.kubelet = KubeletAssignments(
+            PodResourcesClient(settings.attribution.kubelet_socket, resources=settings.attribution.resources),
+            refresh_seconds=settings.attribution.refresh_seconds,
+            unknown_refresh_seconds=settings.attribution.unknown_refresh_seconds,
+        )
+        self.pod_watcher = PodWatcher(
+            kube,
+            node=self.node,
+            on_event=self.pods.apply,
+            on_relist=self.pods.replace,
+            sleep=sleep,
+            gpu_memory_resource=settings.attribution.gpu_memory_request_resource,
+        ) if kube is not None else None
+        self.cycle = Cycle(
+            state=self.state,
+            sampler=self.sampler,
+            detector=self.detector,
+            action=self.action,
+            clock=clock,
+            assignments=self.kubelet,
+            pods=self.pods,
+            pods_ok=(lambda: self.pod_watcher.ok) if self.pod_watcher is not None else (lambda: False),
+            proc=ProcReader(settings.attribution.proc_root),
+            tenant_label=settings.attribution.tenant_label,
+            external_signals=external_signals,
+            on_tick=on_tick,
+        )
+        self.server = MetricsServer.from_settings(
+            settings.publishing, snapshot_provider=lambda: self.cycle.snapshot, alive=self._alive
+        )
+        self.port: int | None = None
+        self.tick = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stack = AsyncExitStack()
+        self._running = False
+
+    # ------------------------------------------------------------------------------------------ wiring
+
+    def _action_policy(self, policy: Policy):
+        action = policy.action.with_own_namespace(self.settings.namespace)
+        if action.tenant_label is None and self.settings.attribution.tenant_label:
+            action = action.model_copy(update={"tenant_label": self.settings.attribution.tenant_label})
+        return action
+
+    def apply_policy(self, policy: Policy) -> None:
+        """Hot reload: detection keeps its learned baselines, action keeps cooldowns and backoffs."""
+        self.policy = policy
+        self.detector.set_policy(policy.detection)
+        self.action.set_policy(self._action_policy(policy))
+        self.kill_switch.set_settings(policy.action.kill_switch, namespace=self.settings.namespace)
+
+    def _on_event_from_thread(self, event) -> None:
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self.state.add_xid, event)
+
+    def _alive(self) -> bool:
+        return self._running
+
+    # --------------------------------------------------------------------------------------- lifecycle
+
+    async def start(self) -> int:
+        """Open NVML, start the event thread and the metrics server; returns the metrics port."""
+        self._loop = asyncio.get_running_loop()
+        await asyncio.to_thread(self.sampler.open)
+        self._stack.callback(self.sampler.close)
+        if self.xids is not None:
+            self.xids.start()
+            self._stack.callback(self.xids.stop)
+        self.port = await self.server.start()
+        self._stack.push_async_callback(self.server.stop)
+        self._stack.push_async_callback(self.kubelet_close)
+        self._running = True
+        log.info("gpu-watchdog agent on node %s: metrics on port %d, mode %s",
+                 self.node, self.port, self.action.policy.mode)
+        return self.port
+
+    async def kubelet_close(self) -> None:
+        client = getattr(self.kubelet, "_client", None)
+        if client is not None:
+            await client.close()
+
+    async def stop(self) -> None:
+        self._running = False
+        await self._stack.aclose()
+
+    async def cycle_once(self) -> Any:
+        snapshot = await self.cycle.run(self.tick)
+        self.tick += 1
+        return snapshot
+
+    async def _ticker(self) -> None:
+        interval = self.settings.sampling.interval_seconds
+        while True:
+            started = self.clock()
+            await self.cycle_once()
+            await self.sleep(max(0.0, interval - (self.clock() - started)))
+
+    async def run(self, *, ticks: int | None = None) -> None:
+        """Start, run every long-lived task until cancelled (or ``ticks`` cycles), then stop cleanly."""
+        if self.port is None:
+            await self.start()
+        try:
+            async with asyncio.TaskGroup() as group:
+                group.create_task(self.kubelet.refresher(self.clock, sleep=self.sleep), name="kubelet-refresher")
+                if self.pod_watcher is not None:
+                    group.create_task(self.pod_watcher.run(), name="pod-watcher")
+                if self.evictions is not None:
+                    group.create_task(self.kill_switch.watcher(), name="kill-switch")
+                if self.settings.policy_file:
+                    watcher = PolicyWatcher(
+                        self.settings.policy_file,
+                        apply=self.apply_policy,
+                        on_result=lambda result: self.state.policy_reloads.update([result]),
+                        sleep=self.sleep,
+                    )
+                    group.create_task(watcher.run(), name="policy-watcher")
+                if ticks is None:
+                    group.create_task(self._ticker(), name="ticker")
+                else:
+                    await self._bounded(ticks)
+                    raise _Done
+        except* _Done:
+            pass
+        finally:
+            await self.stop()
+
+    async def _bounded(self, ticks: int) -> None:
+        interval = self.settings.sampling.interval_seconds
+        for _ in range(ticks):
+            await self.cycle_once()
+            await self.sleep(interval)
+
+
+class _Done(Exception):
+    """Ends the task group after a bounded run."""

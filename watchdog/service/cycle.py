@@ -1,0 +1,197 @@
+"""One pipeline cycle: sample → attribute → detect → decide/act → snapshot, each stage timed and fenced.
+
+A stage that fails degrades this cycle and is counted; it never stops the loop, and a failure upstream makes
+the stages after it more careful, never bolder: without a sample nothing is detected, and an unhealthy
+attribution reaches the action stage marked as such, where it means "do not evict".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import time
+from typing import Any, Callable, Mapping
+
+from watchdog.attribution.join import attribute, unknown_devices
+from watchdog.detection import Detector, changes
+from watchdog.model import Attribution, Finding, NodeSample, Snapshot
+from watchdog.service.state import AgentState, CounterDelta
+
+log = logging.getLogger(__name__)
+
+TickHook = Callable[[NodeSample, Attribution, tuple[Finding, ...]], None]
+
+
+class Cycle:
+    """Moves one tick's data through the stages. Owns no I/O of its own beyond calling the stages it is given."""
+
+    def __init__(
+        self,
+        *,
+        state: AgentState,
+        sampler: Any,
+        detector: Detector,
+        action: Any,
+        clock: Callable[[], float],
+        assignments: Any | None = None,
+        pods: Any | None = None,
+        pods_ok: Callable[[], bool] = lambda: False,
+        proc: Any | None = None,
+        tenant_label: str | None = None,
+        external_signals: Callable[[], Mapping[str, float]] | None = None,
+        on_tick: TickHook | None = None,
+        to_thread: Callable[..., Any] = asyncio.to_thread,
+    ) -> None:
+        self.state = state
+        self.sampler = sampler
+        self.detector = detector
+        self.action = action
+        self.clock = clock
+        self.assignments = assignments
+        self.pods = pods
+        self.pods_ok = pods_ok
+        self.proc = proc
+        self.tenant_label = tenant_label
+        self.external_signals = external_signals
+        self.on_tick = on_tick
+        self.to_thread = to_thread
+        self.findings: tuple[Finding, ...] = ()
+        self.snapshot: Snapshot = state.snapshot(
+            sample=None, attribution=None, findings=(), evictions={}, mode=action.policy.mode, paused=False
+        )
+        self._sampler_errors = CounterDelta()
+        self._proc_errors = CounterDelta()
+
+    async def run(self, tick: int) -> Snapshot:
+        sample = await self._sample(tick)
+        attribution = self._attribute(sample) if sample is not None else None
+        findings = self._detect(sample, attribution) if sample is not None and attribution is not None else ()
+        if attribution is not None:
+            await self._act(findings, attribution)
+        if sample is not None and attribution is not None and self.on_tick is not None:
+            self._fenced("publishing", lambda: self.on_tick(sample, attribution, findings))
+        if sample is not None:
+            self.state.ready = True
+        self.snapshot = self.state.snapshot(
+            sample=sample,
+            attribution=attribution,
+            findings=findings,
+            evictions=self.action.counts,
+            mode=self.action.policy.mode,
+            paused=self._paused(),
+        )
+        return self.snapshot
+
+    # ------------------------------------------------------------------------------------------- stages
+
+    async def _sample(self, tick: int) -> NodeSample | None:
+        started = time.perf_counter()
+        try:
+            sample = await self.to_thread(self.sampler.sample, tick)
+        except Exception as exc:  # the sampler guards each device; this is the last fence
+            log.exception("sampling failed at tick %d", tick)
+            self.state.count_errors("sampling", {type(exc).__name__.lower(): 1})
+            self.state.stage_done("sampling", seconds=time.perf_counter() - started, success=False, detail=str(exc))
+            return None
+        self.state.count_errors("sampling", self._sampler_errors(self.sampler.error_counts()))
+        lost = sum(1 for gpu in sample.gpus if gpu.lost)
+        self.state.stage_done(
+            "sampling",
+            seconds=time.perf_counter() - started,
+            success=not lost,
+            detail=f"{lost} GPU(s) lost" if lost else "",
+        )
+        events = self.state.drain_xids()
+        return dataclasses.replace(sample, xids=sample.xids + events) if events else sample
+
+    def _attribute(self, sample: NodeSample) -> Attribution:
+        started = time.perf_counter()
+        try:
+            assignments = self.assignments.assignments if self.assignments is not None else ()
+            kubelet_ok = bool(self.assignments is not None and self.assignments.ok)
+            if self.assignments is not None and kubelet_ok:
+                now = self.clock()
+                for device in unknown_devices(sample, assignments):
+                    self.assignments.note_unknown(device, now)
+            pids = [p.pid for gpu in sample.gpus for p in gpu.processes]
+            pids += [p.pid for gpu in sample.gpus for mig in gpu.instances for p in mig.processes]
+            proc = self.proc.read(pids) if self.proc is not None else {}
+            if self.proc is not None:
+                self.state.count_errors("attribution", self._proc_errors(_proc_failures(self.proc.counters)))
+            pods = self.pods.snapshot() if self.pods is not None else {}
+            result = attribute(
+                sample,
+                assignments=assignments,
+                pods=pods,
+                proc=proc,
+                kubelet_ok=kubelet_ok,
+                api_ok=self.pods_ok(),
+                tenant_label=self.tenant_label,
+            )
+        except Exception as exc:
+            log.exception("attribution failed")
+            self.state.count_errors("attribution", {type(exc).__name__.lower(): 1})
+            result = Attribution(healthy=False, kubelet_ok=False, api_ok=False)
+        detail = "" if result.healthy else _why_unhealthy(result)
+        self.state.stage_done("attribution", seconds=time.perf_counter() - started, success=result.healthy,
+                              detail=detail)
+        return result
+
+    def _detect(self, sample: NodeSample, attribution: Attribution) -> tuple[Finding, ...]:
+        started = time.perf_counter()
+        try:
+            signals = self.external_signals() if self.external_signals is not None else None
+            findings = tuple(self.detector.step(sample, attribution, external_signals=signals))
+        except Exception as exc:
+            log.exception("detection failed at tick %d", sample.tick)
+            self.state.count_errors("detection", {type(exc).__name__.lower(): 1})
+            self.state.stage_done("detection", seconds=time.perf_counter() - started, success=False)
+            return ()
+        for change, finding in changes(self.findings, findings):
+            log.log(
+                logging.WARNING if change == "new" else logging.INFO,
+                "finding %s: %s %s victims=%s culprit=%s %s",
+                change, finding.kind, finding.key,
+                ",".join(v.key for v in finding.victims) or "-",
+                finding.culprit.key if finding.culprit else "-",
+                finding.message,
+            )
+        self.findings = findings
+        self.state.stage_done("detection", seconds=time.perf_counter() - started, success=True)
+        return findings
+
+    async def _act(self, findings: tuple[Finding, ...], attribution: Attribution) -> None:
+        started = time.perf_counter()
+        try:
+            await self.action.run_cycle(findings, attribution)
+        except Exception as exc:
+            log.exception("action stage failed")
+            self.state.count_errors("action", {type(exc).__name__.lower(): 1})
+            self.state.stage_done("action", seconds=time.perf_counter() - started, success=False)
+            return
+        self.state.stage_done("action", seconds=time.perf_counter() - started, success=True)
+
+    def _fenced(self, stage: str, call: Callable[[], object]) -> None:
+        try:
+            call()
+        except Exception as exc:
+            log.exception("%s hook failed", stage)
+            self.state.count_errors(stage, {type(exc).__name__.lower(): 1})
+
+    def _paused(self) -> bool:
+        paused = getattr(self.action, "paused", None)
+        return bool(paused()) if callable(paused) else False
+
+
+def _proc_failures(counters: Mapping[str, int]) -> dict[str, int]:
+    return {f"proc_{k}": v for k, v in counters.items() if k in ("vanished", "denied", "errors")}
+
+
+def _why_unhealthy(attribution: Attribution) -> str:
+    reasons = []
+    if not attribution.kubelet_ok:
+        reasons.append("kubelet pod-resources unavailable")
+    if not attribution.api_ok:
+        reasons.append("pod metadata unavailable")
+    return "; ".join(reasons)
