@@ -1,0 +1,94 @@
+"""The agent's settings (one model per topic) and its policy (detection + action), validated with field paths.
+
+Settings configure the process and are read once at start. The policy (what counts as interference, quotas,
+when and whom to evict) can live in its own file, which the service reloads while running: an invalid edit is
+refused and the last good policy stays in force.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping
+
+from pydantic import Field
+
+from watchdog.config._base import Section
+from watchdog.config.action import ActionPolicy
+from watchdog.config.attribution import AttributionSettings
+from watchdog.config.controller import ControllerSettings
+from watchdog.config.detection import DetectionPolicy
+from watchdog.config.kube import KubeSettings
+from watchdog.config.loading import ConfigError, deep_merge, env_overrides, read_yaml, validate
+from watchdog.config.publishing import PublishingSettings
+from watchdog.config.sampling import SamplingSettings
+
+__all__ = [
+    "ActionPolicy",
+    "AttributionSettings",
+    "ConfigError",
+    "ControllerSettings",
+    "DetectionPolicy",
+    "KubeSettings",
+    "Policy",
+    "PublishingSettings",
+    "SamplingSettings",
+    "Settings",
+    "check_file",
+    "load_policy",
+    "load_settings",
+]
+
+
+class Policy(Section):
+    """What the agent looks for and how it may act; hot-reloadable."""
+
+    detection: DetectionPolicy = Field(default_factory=DetectionPolicy, description="Detection thresholds.")
+    action: ActionPolicy = Field(default_factory=ActionPolicy, description="Eviction rules, limits and mode.")
+
+
+class Settings(Section):
+    """Everything the agent process needs to start."""
+
+    node_name: str = Field("", description="This node's name; defaults to $NODE_NAME, then the host name.")
+    namespace: str = Field("gpu-watchdog", description="The agent's own namespace (always protected).")
+    sampling: SamplingSettings = Field(default_factory=SamplingSettings, description="NVML sampling.")
+    attribution: AttributionSettings = Field(default_factory=AttributionSettings, description="Pod attribution.")
+    kube: KubeSettings = Field(default_factory=KubeSettings, description="Kubernetes API access.")
+    publishing: PublishingSettings = Field(default_factory=PublishingSettings, description="Metrics endpoint.")
+    controller: ControllerSettings = Field(default_factory=ControllerSettings, description="Cluster controller.")
+    policy: Policy = Field(default_factory=Policy, description="Inline policy, used when policy_file is unset.")
+    policy_file: str | None = Field(None, description="Policy YAML reloaded while running (overrides `policy`).")
+    audit_log: str | None = Field(None, description="File receiving one JSON line per eviction decision ('-' = stdout).")
+    log_level: str = Field("INFO", description="Python logging level.")
+
+
+def load_settings(
+    path: str | Path | None = None,
+    *,
+    flags: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Settings:
+    """Defaults < YAML file < environment < flags; raises ConfigError naming each invalid field."""
+    data: dict[str, Any] = read_yaml(path) if path else {}
+    data = deep_merge(data, env_overrides(environ))
+    data = deep_merge(data, dict(flags or {}))
+    return validate(Settings, data, source=str(path or "settings"))
+
+
+def load_policy(path: str | Path) -> Policy:
+    """Read a policy file (top-level `detection:` and `action:`); raises ConfigError naming each invalid field."""
+    return validate(Policy, read_yaml(path), source=str(path))
+
+
+def check_file(path: str | Path) -> tuple[str, list[tuple[str, str]]]:
+    """Validate a settings or policy file; returns (what it was taken for, problems)."""
+    try:
+        data = read_yaml(path)
+    except ConfigError as exc:
+        return "file", exc.problems
+    kind, model = ("policy", Policy) if data and set(data) <= {"detection", "action"} else ("settings", Settings)
+    try:
+        validate(model, data, source=str(path))
+    except ConfigError as exc:
+        return kind, exc.problems
+    return kind, []
