@@ -1,0 +1,69 @@
+"""The command line as a user runs it: check-config's report, and the demo serving metrics for every instance."""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+CLI = [sys.executable, "-m", "watchdog.cli"]
+
+
+def run_cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run([*CLI, *args], cwd=REPO, capture_output=True, text=True, timeout=timeout)
+
+
+def test_check_config_prints_each_invalid_field_and_fails(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("publishing: {port: -3}\nattribution: {refresh_seconds: 0}\n")
+    good = tmp_path / "good.yaml"
+    good.write_text("publishing: {port: 9435}\n")
+    result = run_cli("check-config", str(good), str(bad))
+    assert result.returncode == 1
+    assert f"{good}: valid settings file" in result.stdout
+    assert "publishing.port:" in result.stdout and "attribution.refresh_seconds:" in result.stdout
+    assert run_cli("check-config", str(good)).returncode == 0
+
+
+def test_run_without_nvml_says_how_to_simulate():
+    result = run_cli("run", "--port", "0", timeout=60)
+    assert result.returncode != 0
+    assert "--simulate" in result.stderr and "gpu-watchdog demo" in result.stderr
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_demo_serves_memory_and_bandwidth_for_every_mig_instance(tmp_path):
+    port = free_port()
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    process = subprocess.Popen([*CLI, "demo", "--no-tui", "--port", str(port)], cwd=REPO, env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        body, deadline = "", time.monotonic() + 30  # bounded wait while a real server starts
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as response:
+                    body = response.read().decode()
+                if len(re.findall(r"^gpu_watchdog_mig_dram_bandwidth_utilization_ratio\{", body, re.M)) == 7:
+                    break
+            except OSError:
+                pass
+            time.sleep(0.2)
+        memory = set(re.findall(r'^gpu_watchdog_mig_memory_used_bytes\{.*mig_uuid="([^"]+)"', body, re.M))
+        bandwidth = set(re.findall(
+            r'^gpu_watchdog_mig_dram_bandwidth_utilization_ratio\{.*mig_uuid="([^"]+)"', body, re.M))
+        assert len(memory) == 7 and memory == bandwidth
+        assert re.search(r'^gpu_watchdog_mig_memory_used_bytes\{.*namespace="ml-prod".*\}', body, re.M)
+    finally:
+        process.terminate()
+        process.wait(timeout=30)

@@ -1,0 +1,18 @@
+"""The only door to the Kubernetes API (the only package that imports ``kubernetes``).
+
+``KubeApi`` owns the connection; ``PodWatcher`` feeds the pod cache; ``KubeEvictions`` evicts, records Events,
+reads the kill switch and lists pods; ``LeaseElector`` elects one controller replica. Errors surface as the
+``KubeError`` tree, never as the client library's exceptions.
+"""
+
+from watchdog.kube.client import KubeApi
+from watchdog.kube.errors import (KubeConflict, KubeError, KubeForbidden, KubeGone, KubeNotFound, KubeRejected,
+                                  KubeUnavailable)
+from watchdog.kube.eviction import EvictionReply, KubeEvictions
+from watchdog.kube.lease import LeaseElector
+from watchdog.kube.pods import PodWatcher, pod_info
+
+__all__ = [
+    "EvictionReply", "KubeApi", "KubeConflict", "KubeError", "KubeEvictions", "KubeForbidden", "KubeGone",
+    "KubeNotFound", "KubeRejected", "KubeUnavailable", "LeaseElector", "PodWatcher", "pod_info",
+]

@@ -1,0 +1,120 @@
+"""One owner for the agent's connection to the API server.
+
+Everything that talks to Kubernetes (pod watch, evictions, events, leases, kill switch) shares one ``kubernetes.aio``
+ApiClient, i.e. one aiohttp session and connection pool, created here from whichever source of credentials the
+deployment uses: in-cluster service account, a kubeconfig, or a plain URL (tests and the demo's fake server). The
+rest of the project never imports ``kubernetes``; it receives a ``KubeApi``.
+
+``request_json`` exists for writes whose wire format the generated models get wrong: they serialise datetimes with
+``isoformat()``, which drops the fraction when microsecond == 0, but MicroTime fields (Lease acquireTime/renewTime,
+eventTime) must carry exactly six fraction digits or the API server refuses the object (reference §1 pitfalls;
+apimachinery/pkg/apis/meta/v1/micro_time.go).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kubernetes.aio import client as k8s
+from kubernetes.aio import config as k8s_config
+
+from watchdog.config.kube import KubeSettings
+from watchdog.kube.errors import KubeError, error_for_status, kube_errors, status_body
+
+
+class KubeApi:
+    """``async with KubeApi.from_url(url) as api: await api.core.list_pod_for_all_namespaces()``."""
+
+    def __init__(self, configuration: k8s.Configuration, *, timeout: float = 10.0):
+        self.configuration = configuration
+        self.timeout = timeout
+        self.api_client = k8s.ApiClient(configuration)
+        self.core = k8s.CoreV1Api(self.api_client)
+        self.coordination = k8s.CoordinationV1Api(self.api_client)
+        self.events = k8s.EventsV1Api(self.api_client)
+        self.policy = k8s.PolicyV1Api(self.api_client)
+        self.scheduling = k8s.SchedulingV1Api(self.api_client)
+
+    # ------------------------------------------------------------------ constructors
+    @classmethod
+    def from_url(cls, url: str, *, token: str | None = None, timeout: float = 10.0,
+                 verify_ssl: bool = True) -> "KubeApi":
+        if not url.startswith(("http://", "https://")):
+            raise ValueError(f"API server URL must start with http:// or https://, got {url!r}")
+        configuration = k8s.Configuration(host=url.rstrip("/"), verify_ssl=verify_ssl)
+        if token:
+            configuration.api_key = {"BearerToken": token}
+            configuration.api_key_prefix = {"BearerToken": "Bearer"}
+        return cls(configuration, timeout=timeout)
+
+    @classmethod
+    def in_cluster(cls, *, timeout: float = 10.0) -> "KubeApi":
+        """The pod's service account (KUBERNETES_SERVICE_HOST + /var/run/secrets/kubernetes.io/serviceaccount)."""
+        configuration = k8s.Configuration()
+        try:
+            k8s_config.load_incluster_config(client_configuration=configuration)
+        except k8s_config.ConfigException as error:
+            raise KubeError(f"not running in a cluster: {error}") from error
+        return cls(configuration, timeout=timeout)
+
+    @classmethod
+    async def from_kubeconfig(cls, path: str, *, context: str | None = None, timeout: float = 10.0) -> "KubeApi":
+        configuration = k8s.Configuration()
+        try:
+            await k8s_config.load_kube_config(config_file=path, context=context,
+                                              client_configuration=configuration)
+        except (k8s_config.ConfigException, OSError) as error:
+            raise KubeError(f"cannot load kubeconfig {path}: {error}") from error
+        return cls(configuration, timeout=timeout)
+
+    @classmethod
+    async def from_settings(cls, settings: KubeSettings) -> "KubeApi | None":
+        """The client the settings ask for; None when access is "none"."""
+        timeout = settings.request_timeout_seconds
+        if settings.access == "none":
+            return None
+        if settings.access == "url":
+            if not settings.url:
+                raise ValueError("kube.access is 'url' but kube.url is not set")
+            return cls.from_url(settings.url, token=settings.token, timeout=timeout)
+        if settings.access == "kubeconfig":
+            if not settings.kubeconfig:
+                raise ValueError("kube.access is 'kubeconfig' but kube.kubeconfig is not set")
+            return await cls.from_kubeconfig(settings.kubeconfig, timeout=timeout)
+        return cls.in_cluster(timeout=timeout)
+
+    # ------------------------------------------------------------------ lifecycle
+    async def close(self) -> None:
+        await self.api_client.close()
+
+    async def __aenter__(self) -> "KubeApi":
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    @property
+    def host(self) -> str:
+        return self.configuration.host
+
+    # ------------------------------------------------------------------ raw JSON
+    async def request_json(self, method: str, path: str, *, query: dict[str, str] | None = None,
+                           body: dict[str, Any] | None = None,
+                           content_type: str = "application/json") -> dict[str, Any]:
+        """Send ``body`` exactly as given (no model serialisation); return the parsed 2xx body.
+
+        Raises a KubeError subclass for a non-2xx answer or a transport failure.
+        """
+        headers = {"Accept": "application/json", "Content-Type": content_type}
+        serialized = await self.api_client.param_serialize(
+            method=method, resource_path=path, query_params=list((query or {}).items()) or None,
+            header_params=headers, body=body, auth_settings=["BearerToken"])
+        with kube_errors():
+            response = await self.api_client.call_api(*serialized, _request_timeout=self.timeout)
+            raw = await response.read()
+        parsed = status_body(raw)
+        if not 200 <= response.status < 300:
+            raise error_for_status(response.status, parsed, fallback=str(response.reason or ""))
+        if raw and not parsed:
+            raise KubeError(f"{method} {path}: the answer is not a JSON object: {raw[:200]!r}")
+        return parsed

@@ -1,0 +1,278 @@
+"""Pods as the watchdog sees them: ``pod_info`` turns an API pod into a PodInfo, ``PodWatcher`` keeps a node's pods
+current through list + watch.
+
+Attribution must not call the API on the sampling path, so the agent keeps a cache fed by one watch of its node's
+pods (``fieldSelector=spec.nodeName=<node>``, the RBAC-friendly query; reference §1). The watcher follows the
+reflector contract of client-go (tools/cache/reflector.go ListAndWatch):
+- list, then watch from the list's resourceVersion with ``allowWatchBookmarks=true``;
+- remember the resourceVersion of every event, BOOKMARKs included, so a reconnect resumes where it stopped;
+- a watch that ends (timeoutSeconds, a dropped connection) is simply reopened from that version, with no relist;
+- only "410 Gone / too old resource version" (as an ERROR event or as the HTTP answer) forces a relist;
+- anything else (unreachable, 5xx, garbage) is counted and retried after an exponential backoff.
+
+Why raw streaming (``list_pod_for_all_namespaces_without_preload_content(watch=True)``) and not
+``kubernetes.aio.watch.Watch``: Watch builds its own ApiClient from the default Configuration on construction,
+decodes every object into pydantic V1Pod models only for us to read a few fields, and hides the difference between
+"stream ended" and "410" behind its own retry-once policy when timeout_seconds is unset. Reading the
+newline-delimited JSON ourselves keeps the resourceVersion bookkeeping, the bookmark handling and the 410 decision
+in this one module, where the tests can see them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from datetime import datetime
+from types import MappingProxyType
+from typing import Any, Awaitable, Callable
+
+from kubernetes.aio import client as k8s
+
+from watchdog.kube.client import KubeApi
+from watchdog.kube.errors import KubeError, error_for_status, kube_errors, status_body, translate
+from watchdog.model import ContainerInfo, PodInfo
+
+log = logging.getLogger(__name__)
+
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"  # set by the kubelet on a static pod's mirror (pkg/kubelet/types)
+_RUNTIME_SCHEMES = ("containerd://", "cri-o://", "docker://")
+MIB = 1024 * 1024
+
+
+_serializer: k8s.ApiClient | None = None
+
+
+def _as_dict(pod: Any) -> dict[str, Any]:
+    global _serializer
+    if isinstance(pod, dict):
+        return pod
+    if isinstance(pod, k8s.V1Pod):
+        # The models' to_dict() uses snake_case names; the client's serializer gives the wire's camelCase.
+        _serializer = _serializer or k8s.ApiClient(k8s.Configuration())
+        return _serializer.sanitize_for_serialization(pod)
+    raise TypeError(f"pod_info needs a pod dict or a V1Pod, got {type(pod).__name__}")
+
+
+def _epoch(value: Any) -> float:
+    if isinstance(value, datetime):
+        return value.timestamp()
+    if isinstance(value, str) and value:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    return 0.0
+
+
+def strip_runtime_scheme(container_id: str | None) -> str | None:
+    if not container_id:
+        return None
+    for scheme in _RUNTIME_SCHEMES:
+        if container_id.startswith(scheme):
+            return container_id[len(scheme):]
+    return container_id
+
+
+def _gpu_memory_bytes(containers: list[dict[str, Any]], resource: str | None) -> int | None:
+    """Sum of ``resource`` over containers, read as MiB (extended resources are integers; requests == limits)."""
+    if not resource:
+        return None
+    total, seen = 0, False
+    for container in containers:
+        resources = container.get("resources") or {}
+        value = (resources.get("requests") or {}).get(resource, (resources.get("limits") or {}).get(resource))
+        if value is None:
+            continue
+        try:
+            total += int(str(value)) * MIB
+            seen = True
+        except ValueError:
+            log.warning("ignoring non-integer %s request %r", resource, value)
+    return total if seen else None
+
+
+def pod_info(pod: Any, *, gpu_memory_resource: str | None = None) -> PodInfo:
+    """A PodInfo from an API pod (a JSON dict as the API sends it, or a kubernetes V1Pod)."""
+    data = _as_dict(pod)
+    meta = data.get("metadata") or {}
+    if not meta.get("name") or not meta.get("namespace"):
+        raise ValueError(f"a pod needs metadata.name and metadata.namespace, got {meta!r:.200}")
+    spec, status = data.get("spec") or {}, data.get("status") or {}
+    annotations = dict(meta.get("annotations") or {})
+    owners = meta.get("ownerReferences") or []
+    controller = next((o for o in owners if o.get("controller")), None)
+    mirror = MIRROR_ANNOTATION in annotations
+    owner_kind = "Node" if mirror else (controller or {}).get("kind")
+    specs = list(spec.get("containers") or []) + list(spec.get("initContainers") or [])
+    ids = {s.get("name"): strip_runtime_scheme(s.get("containerID"))
+           for s in list(status.get("containerStatuses") or []) + list(status.get("initContainerStatuses") or [])}
+    return PodInfo(
+        uid=meta.get("uid") or "",
+        namespace=meta["namespace"],
+        name=meta["name"],
+        node=spec.get("nodeName") or "",
+        labels=MappingProxyType(dict(meta.get("labels") or {})),
+        annotations=MappingProxyType(annotations),
+        priority=int(spec.get("priority") or 0),
+        priority_class=spec.get("priorityClassName") or "",
+        qos_class=status.get("qosClass") or "",
+        owner_kind=owner_kind,
+        mirror=mirror,
+        phase=status.get("phase") or "Pending",
+        deleting=bool(meta.get("deletionTimestamp")),
+        created=_epoch(meta.get("creationTimestamp")),
+        containers=tuple(ContainerInfo(c["name"], ids.get(c["name"])) for c in specs if c.get("name")),
+        gpu_memory_request_bytes=_gpu_memory_bytes(specs, gpu_memory_resource),
+    )
+
+
+class _Relist(Exception):
+    """The watch said its resourceVersion is too old (410): list again."""
+
+
+class PodWatcher:
+    """The agent's pod cache feeder: ``await PodWatcher(api, node=…, on_event=…, on_relist=…).run()``.
+
+    ``on_relist`` gets the full set after every list (replace the cache); ``on_event`` gets ("ADDED" | "MODIFIED" |
+    "DELETED", PodInfo) for each change after it. Both are plain callables called on the event loop.
+    """
+
+    def __init__(self, api: KubeApi, *, node: str, on_event: Callable[[str, PodInfo], None],
+                 on_relist: Callable[[list[PodInfo]], None], clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep, watch_timeout_seconds: int = 290,
+                 backoff_initial: float = 0.5, backoff_max: float = 30.0, gpu_memory_resource: str | None = None):
+        if not node:
+            raise ValueError("PodWatcher needs the node name (spec.nodeName) to select its pods")
+        self.api = api
+        self.node = node
+        self.on_event = on_event
+        self.on_relist = on_relist
+        self.clock = clock
+        self.sleep = sleep
+        self.watch_timeout_seconds = watch_timeout_seconds
+        self.backoff_initial = backoff_initial
+        self.backoff_max = backoff_max
+        self.gpu_memory_resource = gpu_memory_resource
+        self.resource_version: str | None = None
+        self.counters = {"lists": 0, "relists": 0, "watches": 0, "errors": 0, "events": 0, "bookmarks": 0,
+                         "callback_errors": 0}
+        self.last_error: str = ""
+        self.last_success: float | None = None  # clock() of the last successful list or watch start
+        self._ok = False
+
+    @property
+    def ok(self) -> bool:
+        """False until the first list, and whenever the latest try to reach the API failed."""
+        return self._ok
+
+    @property
+    def _selector(self) -> str:
+        return f"spec.nodeName={self.node}"
+
+    async def run(self) -> None:
+        """List and watch until cancelled; never raises anything but CancelledError."""
+        failures = 0
+        while True:
+            try:
+                if self.resource_version is None:
+                    await self._list()
+                await self._watch()
+                failures = 0
+            except _Relist:
+                self.resource_version = None
+                self.counters["relists"] += 1
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:  # noqa: BLE001 - every failure degrades to "retry later", counted
+                self._failed(error)
+                delay = min(self.backoff_max, self.backoff_initial * 2 ** failures)
+                failures += 1
+                await self.sleep(delay)
+
+    def _failed(self, error: Exception) -> None:
+        try:
+            described = translate(error)
+        except TypeError:
+            described = KubeError(f"{type(error).__name__}: {error}")
+        self.counters["errors"] += 1
+        self.last_error = str(described)
+        self._ok = False
+        log.warning("pod watch on %s: %s", self.node, described)
+
+    async def _list(self) -> None:
+        with kube_errors():
+            response = await self.api.core.list_pod_for_all_namespaces_without_preload_content(
+                field_selector=self._selector, _request_timeout=self.api.timeout)
+            raw = await response.read()
+        body = status_body(raw)
+        if response.status != 200:
+            raise error_for_status(response.status, body)
+        pods = [pod_info(item, gpu_memory_resource=self.gpu_memory_resource) for item in body.get("items") or []]
+        self.counters["lists"] += 1
+        self.resource_version = (body.get("metadata") or {}).get("resourceVersion") or None
+        self._succeeded()
+        try:
+            self.on_relist(pods)
+        except Exception:  # same rule as on_event: count, log, keep watching
+            self.counters["callback_errors"] += 1
+            log.exception("pod watch consumer failed on a relist of %d pods", len(pods))
+
+    def _succeeded(self) -> None:
+        self._ok = True
+        self.last_success = self.clock()
+
+    async def _watch(self) -> None:
+        """One watch request, read to its end. Returns on a clean end or a dropped connection after data."""
+        with kube_errors():
+            response = await self.api.core.list_pod_for_all_namespaces_without_preload_content(
+                watch=True, field_selector=self._selector, resource_version=self.resource_version,
+                allow_watch_bookmarks=True, timeout_seconds=self.watch_timeout_seconds,
+                _request_timeout=float(self.watch_timeout_seconds) + self.api.timeout)
+        try:
+            if response.status == 410:
+                raise _Relist()
+            if response.status != 200:
+                raise error_for_status(response.status, status_body(await response.read()))
+            self.counters["watches"] += 1
+            self._succeeded()
+            received = 0
+            while True:
+                try:
+                    line = await response.content.readline()
+                except Exception:  # noqa: BLE001 - aiohttp payload errors, resets, read timeouts
+                    if received:
+                        return  # dropped after data: resume from the last version at once
+                    raise  # dropped before anything arrived: count it and back off
+                if not line:
+                    return  # timeoutSeconds reached, or the server closed the stream cleanly
+                if line.strip():
+                    received += 1
+                    self._handle(line)
+        finally:
+            response.release()
+
+    def _handle(self, line: bytes) -> None:
+        try:
+            event = json.loads(line)
+            kind, obj = event["type"], event["object"]
+        except (ValueError, KeyError, TypeError) as error:
+            raise KubeError(f"malformed watch event: {line[:200]!r}") from error
+        if kind == "ERROR":
+            code = obj.get("code") if isinstance(obj, dict) else None
+            if code == 410:
+                raise _Relist()
+            raise error_for_status(int(code or 500), obj if isinstance(obj, dict) else {})
+        version = ((obj or {}).get("metadata") or {}).get("resourceVersion")
+        if version:
+            self.resource_version = version
+        if kind == "BOOKMARK":
+            self.counters["bookmarks"] += 1
+            return
+        if kind not in ("ADDED", "MODIFIED", "DELETED"):
+            raise KubeError(f"unknown watch event type {kind!r}")
+        self.counters["events"] += 1
+        info = pod_info(obj, gpu_memory_resource=self.gpu_memory_resource)
+        try:
+            self.on_event(kind, info)
+        except Exception:  # a consumer's bug must not stop the cache feed or lose our place in the stream
+            self.counters["callback_errors"] += 1
+            log.exception("pod watch consumer failed on %s %s", kind, info.ref.key)
