@@ -1,0 +1,1 @@
+"""The one place that wires the agent: stages, long-running tasks and the cycle (see agent.py)."""
