@@ -27,6 +27,7 @@ def finding(
     needed: float | None = None,
     tenant: str | None = None,
     since: float = 0.0,
+    severity: Severity = Severity.CRITICAL,
 ) -> Finding:
     as_ref = lambda p: ref(p) if isinstance(p, PodInfo) else p  # noqa: E731
     return Finding(
@@ -34,7 +35,7 @@ def finding(
         key=key or f"{kind.value}/gpu-0",
         domain="gpu/GPU-0/power",
         resource="memory" if kind is FindingKind.MEMORY_PRESSURE else "power",
-        severity=Severity.WARNING,
+        severity=severity,
         first_tick=1,
         last_tick=10,
         since=since,

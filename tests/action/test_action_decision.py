@@ -267,3 +267,13 @@ def test_one_decision_per_finding_in_order():
     c, v = pod("c"), pod("v", priority=9)
     fs = [finding(culprit=c, victims=(v,), key="k1"), finding(K.UNAUTHORIZED, culprit=None, key="k2")]
     assert [d.finding_key for d in decide(fs, attribution(c, v), policy=POLICY, now=0.0)] == ["k1", "k2"]
+
+
+@pytest.mark.parametrize("kind", [K.QUOTA, K.INTERFERENCE, K.MEMORY_PRESSURE, K.UNAUTHORIZED])
+def test_a_finding_below_critical_is_only_reported(kind):
+    from watchdog.model import Severity
+
+    batch, web = pod("batch", ns="b", priority=10), pod("web", priority=100)
+    d = one(finding(kind, culprit=batch, victims=(web,), usage={"b/batch": 5.0}, needed=1.0,
+                    severity=Severity.WARNING), attribution(batch, web))
+    assert d.request is None and d.result is R.NO_CANDIDATE and "report only" in d.detail

@@ -24,6 +24,7 @@ from watchdog.model import (
     FindingKind,
     PodInfo,
     PodRef,
+    Severity,
 )
 
 
@@ -43,6 +44,10 @@ def _decide_one(finding: Finding, attribution: Attribution, policy: ActionPolicy
     if not kind_policy.enabled:
         what = "report only" if finding.kind is FindingKind.XID else "disabled"
         return [_stop(finding, EvictionResult.NO_CANDIDATE, f"{finding.kind.value} findings are {what} by policy")]
+    if finding.severity is not Severity.CRITICAL:
+        # Detection marks what is only worth reporting (a MIG instance filling up, an application Xid) below
+        # critical; those never lead to an eviction.
+        return [_stop(finding, EvictionResult.NO_CANDIDATE, f"{finding.severity.value} finding: report only")]
     if not attribution.healthy:
         return [_stop(finding, EvictionResult.UNSAFE, "attribution is unhealthy this tick: never act blind")]
     if finding.kind is FindingKind.INTERFERENCE:
