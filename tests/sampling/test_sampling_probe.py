@@ -1,0 +1,61 @@
+"""The read-only probe and the pynvml loader."""
+
+from __future__ import annotations
+
+import json
+
+from watchdog.sampling import nvml_library, probe
+from watchdog.sim import SimClock, SimulatedNode
+
+_MUTATING = ("Set", "Create", "Destroy", "Reset", "Clear", "Register")
+
+
+def test_probe_reports_every_call_per_gpu_and_mig_device(node: SimulatedNode, clock: SimClock) -> None:
+    report = probe(node.nvml, sleep=clock.advance)
+
+    json.dumps(report)  # JSON-able all the way down
+    assert report["nvmlInit"]["supported"] and report["nvmlShutdown"]["supported"]
+    assert report["nvmlSystemGetDriverVersion"]["value"] == node.scenario.driver_version
+    h100, _, a100 = report["gpus"]
+    assert h100["uuid"] == node.gpu_uuids[0]
+    assert h100["calls"]["nvmlDeviceGetMigMode"]["value"] == [1, 1]
+    utilisation = h100["calls"]["nvmlDeviceGetUtilizationRates"]
+    assert (utilisation["supported"], utilisation["error"]) == (False, "not_supported")
+    assert h100["calls"]["nvmlDeviceGetMemoryInfo_v2"]["value"]["reserved"] > 0
+    assert len(h100["mig_devices"]) == 4  # empty slots (NotFound) are left out
+    mig = h100["mig_devices"][0]
+    assert mig["calls"]["nvmlDeviceGetName"]["value"].endswith(" MIG 3g.40gb")
+    assert mig["calls"]["nvmlDeviceIsMigDeviceHandle"]["value"] == 1  # the raw c_uint, unwrapped
+    assert mig["gpm"]["metrics"]["supported"]
+    assert {gi["gpu_instance"] for gi in h100["gpu_instances"]} == {
+        d.gpu_instance for d in node.device_uuids() if d.gpu_index == 0 and d.mig_profile}
+    assert all(gi["gpm"]["metrics"]["supported"] for gi in h100["gpu_instances"])
+    assert a100["calls"]["nvmlGpmQueryDeviceSupport"]["value"]["isSupportedDevice"] == 0
+    assert a100["calls"]["nvmlDeviceGetProcessUtilization"]["supported"]
+    # Per H100: the whole GPU (does GPM answer on a MIG parent?), then a CI and a GI stream per instance.
+    assert report["gpm"]["streams"] == (1 + 4 + 4) + (1 + 3 + 3)
+
+
+def test_probe_only_reads(node: SimulatedNode, clock: SimClock) -> None:
+    probe(node.nvml, sleep=clock.advance)
+
+    called = {name for name, count in node.nvml.calls.items() if count}
+    assert not [name for name in called if any(verb in name for verb in _MUTATING)]
+    assert node.nvml.calls["nvmlGpmSampleAlloc"] == node.nvml.calls["nvmlGpmSampleFree"]
+    assert node.nvml.calls["nvmlInit"] == node.nvml.calls["nvmlShutdown"] == 1
+
+
+def test_probe_without_a_driver_says_why(node: SimulatedNode) -> None:
+    node.inject_error("nvmlInit", node.nvml.NVML_ERROR_LIBRARY_NOT_FOUND)
+
+    report = probe(node.nvml, sleep=lambda seconds: None)
+
+    assert report["nvmlInit"]["error"] == "library_not_found"
+    assert report["gpus"] == []
+
+
+def test_loader_returns_pynvml() -> None:
+    nvml = nvml_library.load()
+
+    assert nvml.__name__ == "pynvml"
+    assert hasattr(nvml, "nvmlGpmMetricsGet") and not issubclass(nvml.NVMLLibraryMismatchError, nvml.NVMLError)

@@ -1,0 +1,12 @@
+"""The sampling stage: NVML → NodeSample, plus the Xid event watcher and the read-only probe.
+
+The NVML module is always a parameter (real pynvml via ``nvml_library.load()``, or ``watchdog.sim``'s node.nvml),
+so nothing here knows whether the GPU is real.
+"""
+
+from watchdog.sampling.errors import ErrorCounts, error_name
+from watchdog.sampling.events import XidWatcher
+from watchdog.sampling.probe import probe
+from watchdog.sampling.sampler import NvmlSampler, NvmlUnavailable
+
+__all__ = ["ErrorCounts", "NvmlSampler", "NvmlUnavailable", "XidWatcher", "error_name", "probe"]

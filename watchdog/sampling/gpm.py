@@ -1,0 +1,144 @@
+"""GPU Performance Monitoring (GPM) rates: the only per-MIG view of DRAM bandwidth and SM activity.
+
+nvmlDeviceGetUtilizationRates is NotSupported on MIG-enabled GPUs, so on Hopper and newer the per-instance
+numbers come from GPM: two opaque samples taken more than 100 ms apart, diffed by nvmlGpmMetricsGet. Following
+DCGM's DcgmGpmManager, DRAM bandwidth is per GPU instance (nvmlGpmMigSampleGet on the *parent* handle with the GI
+id) and SM utilisation/occupancy per compute instance (nvmlGpmSampleGet on the MIG handle).
+
+Each stream (a GI, a CI, or a whole GPU) keeps its previous sample and a spare one, swapped after every diff, so
+a steady tick allocates nothing; samples of a stream that is reset (instance reconfigured) or closed are freed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any, Callable, Hashable
+
+from watchdog.sampling.errors import CallGuard
+
+# nvml.h: NVML_GPM_METRIC_* ids; every *_UTIL / occupancy metric is a percentage 0–100.
+SM_UTIL = 2
+SM_OCCUPANCY = 3
+DRAM_BW_UTIL = 10
+NVML_SUCCESS = 0
+_NOT_READ = 0xFFFFFFFF
+
+
+@dataclass(slots=True)
+class _Stream:
+    previous: Any = None  # the sample the next diff starts from
+    spare: Any = None  # an allocated sample the next reading is taken into
+    taken_at: float = float("-inf")
+    values: tuple[float | None, ...] = ()
+
+
+class GpmTracker:
+    """Keeps GPM samples per stream and turns consecutive pairs into 0–1 ratios."""
+
+    def __init__(self, nvml: ModuleType, guard: CallGuard, *, min_interval: float) -> None:
+        self._nvml = nvml
+        self._guard = guard
+        self._min_interval = min_interval
+        self._streams: dict[Hashable, _Stream] = {}
+        self._requests: dict[tuple[int, ...], tuple[Any, list[Any]]] = {}
+        self._version = int(getattr(nvml, "NVML_GPM_METRICS_GET_VERSION", 1))
+
+    def read(
+        self,
+        stream_key: Hashable,
+        *,
+        device_key: Hashable,
+        metrics: tuple[int, ...],
+        now: float,
+        take: Callable[[Any], Any],
+    ) -> tuple[float | None, ...]:
+        """Ratios of ``metrics`` over the interval since this stream's previous sample.
+
+        ``take(sample)`` fills a sample (nvmlGpmSampleGet or nvmlGpmMigSampleGet through the guard) and returns
+        None on failure. Closer than ``min_interval`` to the previous sample, the previous ratios are returned
+        and nothing is sampled: NVML needs the two samples more than 100 ms apart.
+        """
+        nothing = (None,) * len(metrics)
+        stream = self._streams.get(stream_key)
+        if stream is None:
+            stream = self._streams[stream_key] = _Stream(values=nothing)
+        if stream.previous is not None and now - stream.taken_at < self._min_interval:
+            return stream.values
+        if stream.spare is None:
+            stream.spare = self._guard.call(device_key, "nvmlGpmSampleAlloc", label="gpm_alloc")
+            if stream.spare is None:
+                return nothing
+        if take(stream.spare) is None:
+            return nothing  # counted by the guard; the previous sample stays the diff's start
+        current = stream.spare
+        if stream.previous is None:
+            stream.previous, stream.spare, stream.taken_at = current, None, now
+            return nothing
+        values = self._diff(device_key, first=stream.previous, second=current, metrics=metrics)
+        stream.previous, stream.spare, stream.taken_at = current, stream.previous, now
+        stream.values = values
+        return values
+
+    def _diff(
+        self, device_key: Hashable, *, first: Any, second: Any, metrics: tuple[int, ...]
+    ) -> tuple[float | None, ...]:
+        request, slots = self._request_for(metrics)
+        request.sample1 = first
+        request.sample2 = second
+        for slot in slots:
+            slot.nvmlReturn = _NOT_READ  # so a slot the library leaves untouched never reads as a stale success
+        if self._guard.call(device_key, "nvmlGpmMetricsGet", request, label="gpm_metrics") is None:
+            return (None,) * len(metrics)
+        values: list[float | None] = []
+        for slot in slots:
+            if slot.nvmlReturn == NVML_SUCCESS:
+                values.append(min(max(slot.value / 100.0, 0.0), 1.0))
+            else:
+                self._guard.counts.add("gpm_metric_unavailable")
+                values.append(None)
+        return tuple(values)
+
+    def _request_for(self, metrics: tuple[int, ...]) -> tuple[Any, list[Any]]:
+        """One c_nvmlGpmMetricsGet_t per metric set, filled once and reused (the sampler runs one tick at a time).
+
+        pynvml's nvmlGpmMetricsGet passes the struct as-is, so the caller must set ``version`` (nvml.md §3b).
+        Reuse matters: each field access on pynvml's _PrintableStructure goes through Python-level hooks.
+        """
+        cached = self._requests.get(metrics)
+        if cached is None:
+            request = self._nvml.c_nvmlGpmMetricsGet_t()
+            request.version = self._version
+            request.numMetrics = len(metrics)
+            slots = [request.metrics[position] for position in range(len(metrics))]  # views into the struct
+            for slot, metric in zip(slots, metrics):
+                slot.metricId = metric
+            cached = self._requests[metrics] = (request, slots)
+        return cached
+
+    def forget(self, stream_key: Hashable) -> None:
+        """Drop a stream (its instance changed or is gone) and free its samples."""
+        stream = self._streams.pop(stream_key, None)
+        if stream is not None:
+            self._free(stream)
+
+    def forget_where(self, predicate: Callable[[Hashable], bool]) -> None:
+        for stream_key in [key for key in self._streams if predicate(key)]:
+            self.forget(stream_key)
+
+    def keys(self) -> list[Hashable]:
+        return list(self._streams)
+
+    def close(self) -> None:
+        for stream in self._streams.values():
+            self._free(stream)
+        self._streams.clear()
+
+    def _free(self, stream: _Stream) -> None:
+        for sample in (stream.previous, stream.spare):
+            if sample is not None:
+                try:
+                    self._nvml.nvmlGpmSampleFree(sample)
+                except Exception:  # freeing after a GPU loss can fail; nothing more to do with it
+                    self._guard.counts.add("gpm_free")
+        stream.previous = stream.spare = None

@@ -1,0 +1,141 @@
+"""What is on this node: physical GPUs and their MIG devices, looked up once and cached.
+
+Handles, UUIDs, names and profiles do not change between ticks, and asking NVML for them every tick is the kind
+of per-scrape re-enumeration that makes dcgm-exporter burn cores on MIG nodes (dcgm-exporter #599). They change
+only when MIG is reconfigured, so the sampler enumerates again on a MIG-config-change event, on a MIG mode
+change, or when a MIG handle goes stale — and otherwise reuses what is here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+from watchdog.sampling.errors import CallGuard, GpuLost, nvml_code
+
+MIG_NAME_MARK = " MIG "
+
+
+@dataclass(slots=True)
+class MigEntry:
+    """One MIG device (compute instance) as enumerated: its handle and what identifies it."""
+
+    uuid: str
+    handle: Any
+    gpu_instance: int
+    compute_instance: int
+    profile: str
+
+    @property
+    def identity(self) -> tuple[str, int, int]:
+        return (self.uuid, self.gpu_instance, self.compute_instance)
+
+
+@dataclass(slots=True)
+class GpuEntry:
+    """One physical GPU, its cached facts and the sampler's per-GPU state."""
+
+    index: int
+    handle: Any = None
+    uuid: str = ""
+    name: str = ""
+    mig_enabled: bool = False
+    instances: list[MigEntry] = field(default_factory=list)
+    needs_enumeration: bool = True
+    lost_since: float | None = None  # clock() when NVML last said GpuIsLost
+    sm_clock_max_mhz: float | None = None
+    gpm_supported: bool | None = None  # None: not asked yet
+
+
+def text(value: Any) -> str:
+    """NVML strings: pynvml decodes to str on Python 3, older bindings return bytes."""
+    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+
+
+def profile_from_name(device_name: str) -> str:
+    """The MIG profile from a MIG device name: ``NVIDIA H100 80GB HBM3 MIG 1g.10gb`` → ``1g.10gb``.
+
+    nvmlDeviceGetName on a MIG handle returns ``<parent name> MIG <profile>`` (unprivileged, unlike the
+    GPU-instance profile queries); the profile may carry ``+me`` or read ``Nc.Mg.XXgb`` when the compute instance
+    is smaller than its GPU instance.
+    """
+    _, mark, profile = device_name.rpartition(MIG_NAME_MARK)
+    return profile.strip() if mark else ""
+
+
+def open_gpu(guard: CallGuard, entry: GpuEntry) -> None:
+    """Fill handle, UUID and name of a physical GPU; raises GpuLost when NVML says so."""
+    key = ("gpu", entry.index)
+    if entry.handle is None:
+        entry.handle = guard.call(key, "nvmlDeviceGetHandleByIndex", entry.index)
+        if entry.handle is None:
+            return
+    if not entry.uuid:
+        entry.uuid = text(guard.call(key, "nvmlDeviceGetUUID", entry.handle) or "")
+    if not entry.name:
+        entry.name = text(guard.call(key, "nvmlDeviceGetName", entry.handle) or "")
+
+
+def read_mig_mode(nvml: ModuleType, guard: CallGuard, *, entry: GpuEntry) -> bool | None:
+    """Current MIG mode (True/False), or None when it could not be read this tick.
+
+    nvmlDeviceGetMigMode returns ``[current, pending]``; a GPU without MIG says NotSupported, which the guard
+    remembers, so such a GPU reads as "not MIG" from then on without asking.
+    """
+    if guard.is_unsupported(entry.uuid, "nvmlDeviceGetMigMode"):
+        return False
+    modes = guard.call(entry.uuid, "nvmlDeviceGetMigMode", entry.handle)
+    if modes is None:
+        return False if guard.is_unsupported(entry.uuid, "nvmlDeviceGetMigMode") else None
+    return int(modes[0]) == int(getattr(nvml, "NVML_DEVICE_MIG_ENABLE", 1))
+
+
+def enumerate_instances(nvml: ModuleType, guard: CallGuard, *, entry: GpuEntry) -> list[MigEntry] | None:
+    """Every MIG device of a GPU in MIG mode.
+
+    Slots are sparse: nvmlDeviceGetMaxMigDeviceCount is the most there could be, and an empty slot answers
+    NotFound (or InvalidArgument), so all of ``range(max)`` is scanned and a failing slot is skipped, never taken
+    as the end of the list (go-nvlib's VisitMigDevices does the same). None: the scan could not be done now.
+    """
+    maximum = guard.call(entry.uuid, "nvmlDeviceGetMaxMigDeviceCount", entry.handle)
+    if maximum is None:
+        return None
+    if not maximum:
+        return []
+    empty = {nvml_code(nvml, "NVML_ERROR_NOT_FOUND"), nvml_code(nvml, "NVML_ERROR_INVALID_ARGUMENT")}
+    found: list[MigEntry] = []
+    for slot in range(int(maximum)):
+        try:
+            handle = nvml.nvmlDeviceGetMigDeviceHandleByIndex(entry.handle, slot)
+        except nvml.NVMLError as exc:
+            if getattr(exc, "value", None) in empty:
+                continue
+            if getattr(exc, "value", None) == nvml_code(nvml, "NVML_ERROR_GPU_IS_LOST"):
+                raise GpuLost(entry.uuid) from exc
+            guard.counts.add("enumeration")
+            continue
+        except Exception:  # a broken binding costs this slot, not the scan
+            guard.counts.add("unexpected")
+            continue
+        mig = _describe_instance(guard, handle, parent=entry.uuid)
+        if mig is not None:
+            found.append(mig)
+    return found
+
+
+def _describe_instance(guard: CallGuard, handle: Any, *, parent: str) -> MigEntry | None:
+    key = ("mig-of", parent)
+    uuid = guard.call(key, "nvmlDeviceGetUUID", handle)
+    gi = guard.call(key, "nvmlDeviceGetGpuInstanceId", handle)
+    ci = guard.call(key, "nvmlDeviceGetComputeInstanceId", handle)
+    if uuid is None or gi is None or ci is None:
+        return None  # destroyed between the slot lookup and now, or transiently failing: next enumeration
+    name = guard.call(key, "nvmlDeviceGetName", handle)
+    return MigEntry(
+        uuid=text(uuid),
+        handle=handle,
+        gpu_instance=int(gi),
+        compute_instance=int(ci),
+        profile=profile_from_name(text(name or "")),
+    )

@@ -1,0 +1,23 @@
+"""The one place that imports pynvml.
+
+Every other sampling module receives the NVML module as a parameter (real ``pynvml`` from here, or the simulated
+one from ``watchdog.sim``), so the pipeline never knows whether a GPU is real. Keeping the import here also lets
+the import-linter contract in pyproject.toml hold the line: pynvml appears nowhere else.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+
+class NvmlLibraryMissing(RuntimeError):
+    """The nvidia-ml-py package is not installed in this environment."""
+
+
+def load() -> ModuleType:
+    """Return the real ``pynvml`` module (nvidia-ml-py); it loads libnvidia-ml.so only at ``nvmlInit``."""
+    try:
+        import pynvml
+    except ImportError as exc:  # pragma: no cover - the dependency is declared in pyproject.toml
+        raise NvmlLibraryMissing("nvidia-ml-py is not installed: pip install nvidia-ml-py") from exc
+    return pynvml
