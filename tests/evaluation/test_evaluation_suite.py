@@ -1,0 +1,57 @@
+"""The scenario harness: which files it picks, that runs are deterministic, and how truth is resolved."""
+
+from pathlib import Path
+
+import pytest
+
+from watchdog.config import ConfigError, Policy
+from watchdog.evaluation import evaluate, format_table, scenario_files
+from watchdog.evaluation.evaluate import evaluate_scenario, scenario_policy
+
+ROOT = Path(__file__).resolve().parents[2]
+SCENARIOS = ROOT / "scenarios"
+
+
+def test_directory_scan_skips_unlabelled_scenarios() -> None:
+    names = {path.name for path in scenario_files([SCENARIOS])}
+    assert "demo.yaml" not in names  # truth: {} = not labelled
+    assert {"interference-power-mig.yaml", "trap-noisy-sensors.yaml", "xid-faults.yaml"} <= names
+    assert scenario_files([SCENARIOS / "demo.yaml"]) == [SCENARIOS / "demo.yaml"]  # named explicitly: kept
+
+
+def test_every_labelled_scenario_fits_the_size_budget() -> None:
+    import yaml
+
+    for path in scenario_files([SCENARIOS]):
+        data = yaml.safe_load(path.read_text())
+        assert data["duration_ticks"] <= 300 and len(data["gpus"]) <= 2, path.name
+
+
+def test_a_scenario_evaluates_the_same_twice() -> None:
+    first = evaluate_scenario(SCENARIOS / "xid-faults.yaml")
+    second = evaluate_scenario(SCENARIOS / "xid-faults.yaml")
+    assert first.report == second.report
+    # the Xid truth names the 1g.10gb by its index in the mig list; the finding carries its GPU instance id
+    xid = first.scored.kinds["xid"]
+    assert (xid.truths, xid.detected, xid.findings, xid.true_findings) == (2, 2, 2, 2)
+
+
+def test_scenario_policy_overrides_are_validated_with_the_field() -> None:
+    merged = scenario_policy({"action": {"interference": {"for_seconds": 5}}}, base=Policy(), source="s.yaml")
+    assert merged.action.interference.for_seconds == 5 and merged.action.mode == Policy().action.mode
+    with pytest.raises(ConfigError, match=r"action\.interference\.for_secnds"):
+        scenario_policy({"action": {"interference": {"for_secnds": 5}}}, base=Policy(), source="s.yaml")
+
+
+def test_table_names_kinds_and_scenario_problems(tmp_path: Path) -> None:
+    scenario = (SCENARIOS / "trap-victim-own-drop.yaml").read_text()
+    # Mislabel on purpose: claim interference the scenario does not contain, so the table must show a miss.
+    labelled = scenario.replace("  interference: []", "  interference:\n"
+                                "    - {victim: prod/serve, culprit: batch/fill, onset: 120}")
+    path = tmp_path / "mislabelled.yaml"
+    path.write_text(labelled)
+    evaluation = evaluate([path])
+    table = format_table(evaluation)
+    assert "interference" in table and "memory_pressure" in table
+    assert "missed interference" in table and "batch/fill" in table
+    assert evaluation.kinds["interference"].recall == 0.0

@@ -1,0 +1,33 @@
+"""Record/replay: the versioned JSON-lines trace of what the agent sampled and attributed, tick by tick.
+
+A trace lets detection and the eviction rules be re-run offline on exactly what a node saw (``gpu-watchdog
+replay``), and lets a user hand us a reproduction without giving us their cluster. The format is documented in
+docs/trace-format.md; the schema is ``trace.schema.json`` in this package.
+"""
+
+from watchdog.trace.codec import decode_tick, encode_tick
+from watchdog.trace.io import (
+    TRACE_FORMAT,
+    TRACE_VERSION,
+    Trace,
+    TraceError,
+    TraceHeader,
+    TraceRecord,
+    TraceWriter,
+    read_trace,
+    schema,
+)
+
+__all__ = [
+    "TRACE_FORMAT",
+    "TRACE_VERSION",
+    "Trace",
+    "TraceError",
+    "TraceHeader",
+    "TraceRecord",
+    "TraceWriter",
+    "decode_tick",
+    "encode_tick",
+    "read_trace",
+    "schema",
+]

@@ -1,0 +1,216 @@
+"""Turns one tick of the pipeline (NodeSample + Attribution) into plain JSON data and back, exactly.
+
+A recorded trace is only worth something if replaying it feeds detection the very values the agent saw, so the
+mapping is field-for-field with the dataclasses in :mod:`watchdog.model` and the round trip is exact: Python's
+``json`` writes floats with ``repr``, which reads back to the same double. Decoding is lenient about what may be
+left out (a hand-written trace names only what it needs; the rest takes the dataclass default) but never about
+types: :func:`decode_tick` expects data that already passed the JSON Schema (see :mod:`watchdog.trace.io`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import fields
+from types import MappingProxyType
+from typing import Any, Mapping
+
+from watchdog.model import (
+    Attribution,
+    ContainerInfo,
+    GpuSample,
+    MigSample,
+    NodeSample,
+    PodInfo,
+    PodRef,
+    ProcessSample,
+    XidEvent,
+)
+
+Json = dict[str, Any]
+
+# Fields whose dataclass annotation is a float: JSON has one number type, so 300.0 may come back as 300;
+# decoding turns these back into floats so that types, not only values, survive the round trip.
+# Likewise JSON Schema's "integer" admits 3.0, which must come back as the int 3.
+_TYPED = (ProcessSample, MigSample, GpuSample, XidEvent, NodeSample, PodInfo)
+_FLOAT_FIELDS = {cls: frozenset(f.name for f in fields(cls) if str(f.type).startswith("float")) for cls in _TYPED}
+_INT_FIELDS = {cls: frozenset(f.name for f in fields(cls) if str(f.type).startswith("int")) for cls in _TYPED}
+
+
+def _number(value: Any) -> Any:
+    # JSON has no NaN/Infinity; a non-finite reading carries no information, and None means "not available".
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def _flat(obj: Any, skip: tuple[str, ...] = ()) -> Json:
+    return {f.name: _number(getattr(obj, f.name)) for f in fields(obj) if f.name not in skip}
+
+
+def _build(cls: type, data: Mapping[str, Any], **nested: Any) -> Any:
+    floats, ints = _FLOAT_FIELDS.get(cls, frozenset()), _INT_FIELDS.get(cls, frozenset())
+    kwargs: dict[str, Any] = {}
+    for f in fields(cls):
+        if f.name in nested:
+            kwargs[f.name] = nested[f.name]
+        elif f.name in data:
+            value = data[f.name]
+            if value is not None and f.name in floats:
+                value = float(value)
+            elif value is not None and f.name in ints:
+                value = int(value)
+            kwargs[f.name] = value
+    return cls(**kwargs)
+
+
+# ------------------------------------------------------------------------------------------------ sample
+
+
+def encode_sample(sample: NodeSample) -> Json:
+    out = _flat(sample, skip=("gpus", "xids"))
+    out["gpus"] = [_encode_gpu(gpu) for gpu in sample.gpus]
+    out["xids"] = [_flat(event) for event in sample.xids]
+    return out
+
+
+def _encode_gpu(gpu: GpuSample) -> Json:
+    out = _flat(gpu, skip=("instances", "processes"))
+    out["instances"] = [_encode_mig(mig) for mig in gpu.instances]
+    out["processes"] = [_flat(proc) for proc in gpu.processes]
+    return out
+
+
+def _encode_mig(mig: MigSample) -> Json:
+    out = _flat(mig, skip=("processes",))
+    out["processes"] = [_flat(proc) for proc in mig.processes]
+    return out
+
+
+def decode_sample(data: Mapping[str, Any]) -> NodeSample:
+    return _build(
+        NodeSample,
+        data,
+        gpus=tuple(_decode_gpu(gpu) for gpu in data.get("gpus", ())),
+        xids=tuple(_build(XidEvent, event) for event in data.get("xids", ())),
+    )
+
+
+def _decode_gpu(data: Mapping[str, Any]) -> GpuSample:
+    return _build(
+        GpuSample,
+        data,
+        instances=tuple(_decode_mig(mig) for mig in data.get("instances", ())),
+        processes=tuple(_decode_process(proc) for proc in data.get("processes", ())),
+    )
+
+
+def _decode_mig(data: Mapping[str, Any]) -> MigSample:
+    return _build(MigSample, data, processes=tuple(_decode_process(proc) for proc in data.get("processes", ())))
+
+
+def _decode_process(data: Mapping[str, Any]) -> ProcessSample:
+    return _build(ProcessSample, {"used_memory_bytes": None, **data})
+
+
+# ------------------------------------------------------------------------------------------- attribution
+
+
+def encode_pod_ref(ref: PodRef) -> Json:
+    return {"namespace": ref.namespace, "name": ref.name, "uid": ref.uid, "container": ref.container}
+
+
+def decode_pod_ref(data: Mapping[str, Any] | str) -> PodRef:
+    """A pod reference is an object, or (for hand-written traces) the string "namespace/name"."""
+    if isinstance(data, str):
+        namespace, _, name = data.partition("/")
+        return PodRef(namespace, name)
+    return _build(PodRef, data)
+
+
+def encode_attribution(attribution: Attribution) -> Json:
+    return {
+        "healthy": attribution.healthy,
+        "kubelet_ok": attribution.kubelet_ok,
+        "api_ok": attribution.api_ok,
+        "devices": {uuid: [encode_pod_ref(ref) for ref in refs] for uuid, refs in attribution.devices.items()},
+        "processes": {str(pid): encode_pod_ref(ref) for pid, ref in attribution.processes.items()},
+        "pods": [_encode_pod(info) for info in attribution.pods.values()],
+    }
+
+
+def _encode_pod(info: PodInfo) -> Json:
+    out = _flat(info, skip=("labels", "annotations", "containers", "gpu_resources"))
+    out["labels"] = dict(info.labels)
+    out["annotations"] = dict(info.annotations)
+    out["containers"] = [{"name": c.name, "container_id": c.container_id} for c in info.containers]
+    out["gpu_resources"] = list(info.gpu_resources)
+    return out
+
+
+def _decode_pod(data: Mapping[str, Any]) -> PodInfo:
+    return _build(
+        PodInfo,
+        data,
+        labels=MappingProxyType(dict(data.get("labels", {}))),
+        annotations=MappingProxyType(dict(data.get("annotations", {}))),
+        containers=tuple(_build(ContainerInfo, c) for c in data.get("containers", ())),
+        gpu_resources=tuple(data.get("gpu_resources", ())),
+    )
+
+
+def decode_attribution(data: Mapping[str, Any]) -> Attribution:
+    devices: dict[str, list[PodRef]] = {
+        uuid: [decode_pod_ref(ref) for ref in refs] for uuid, refs in data.get("devices", {}).items()
+    }
+    pods: dict[str, PodInfo] = {}
+    for pod_data in data.get("pods", ()):
+        info = _decode_pod(pod_data)
+        pods[info.uid] = info
+        # A hand-written trace may list a pod's devices on the pod itself instead of in the devices map.
+        for uuid in pod_data.get("devices", ()):
+            holders = devices.setdefault(uuid, [])
+            if all(ref.key != info.ref.key for ref in holders):
+                holders.append(info.ref)
+    processes = {int(pid): decode_pod_ref(ref) for pid, ref in data.get("processes", {}).items()}
+    return Attribution(
+        devices=MappingProxyType({uuid: tuple(refs) for uuid, refs in devices.items()}),
+        processes=MappingProxyType(processes),
+        pods=MappingProxyType(pods),
+        healthy=data.get("healthy", True),
+        kubelet_ok=data.get("kubelet_ok", True),
+        api_ok=data.get("api_ok", True),
+    )
+
+
+# -------------------------------------------------------------------------------------------------- tick
+
+
+def encode_tick(sample: NodeSample, attribution: Attribution) -> Json:
+    """One trace line (as a dict) for one tick."""
+    return {
+        "tick": sample.tick,
+        "timestamp": _number(sample.timestamp),
+        "sample": encode_sample(sample),
+        "attribution": encode_attribution(attribution),
+    }
+
+
+def decode_tick(data: Mapping[str, Any], *, node: str | None = None) -> tuple[NodeSample, Attribution]:
+    """The inverse of :func:`encode_tick`.
+
+    A sample may leave out ``node``, ``tick`` and ``timestamp``: they then come from ``node`` (the trace header)
+    and from the line itself. When both are given they must agree, or ``ValueError`` names the field.
+    """
+    sample_data = dict(data.get("sample", {}))
+    for name, line_value in (("tick", data.get("tick")), ("timestamp", data.get("timestamp")), ("node", node)):
+        if line_value is None:
+            continue
+        if name not in sample_data:
+            sample_data[name] = line_value
+        elif sample_data[name] != line_value:
+            where = "header" if name == "node" else "line"
+            raise ValueError(f"sample.{name}: {sample_data[name]!r} differs from the {where}'s {line_value!r}")
+    for name in ("node", "tick", "timestamp"):
+        if name not in sample_data:
+            raise ValueError(f"sample.{name}: missing (and not given by the line or header)")
+    return decode_sample(sample_data), decode_attribution(data.get("attribution", {}))
