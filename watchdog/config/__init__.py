@@ -19,6 +19,7 @@ from watchdog.config.controller import ControllerSettings
 from watchdog.config.detection import DetectionPolicy
 from watchdog.config.kube import KubeSettings
 from watchdog.config.loading import ConfigError, deep_merge, env_overrides, read_yaml, validate
+from watchdog.config.mqtt import MqttSettings
 from watchdog.config.publishing import PublishingSettings
 from watchdog.config.sampling import SamplingSettings
 
@@ -29,6 +30,7 @@ __all__ = [
     "ControllerSettings",
     "DetectionPolicy",
     "KubeSettings",
+    "MqttSettings",
     "Policy",
     "PublishingSettings",
     "SamplingSettings",
@@ -56,6 +58,7 @@ class Settings(Section):
     kube: KubeSettings = Field(default_factory=KubeSettings, description="Kubernetes API access.")
     publishing: PublishingSettings = Field(default_factory=PublishingSettings, description="Metrics endpoint.")
     controller: ControllerSettings = Field(default_factory=ControllerSettings, description="Cluster controller.")
+    mqtt: MqttSettings = Field(default_factory=MqttSettings, description="MQTT event stream (off by default).")
     policy: Policy = Field(default_factory=Policy, description="Inline policy, used when policy_file is unset.")
     policy_file: str | None = Field(None, description="Policy YAML reloaded while running (overrides `policy`).")
     audit_log: str | None = Field(None, description="File receiving one JSON line per eviction decision ('-' = stdout).")

@@ -25,6 +25,7 @@ from watchdog.detection import Detector
 from watchdog.kube.client import KubeApi
 from watchdog.kube.eviction import KubeEvictions
 from watchdog.kube.pods import PodWatcher
+from watchdog.publishing.mqtt import MqttPublisher
 from watchdog.publishing.server import MetricsServer
 from watchdog.sampling.events import XidWatcher
 from watchdog.sampling.sampler import NvmlSampler
@@ -90,7 +91,7 @@ class Agent:
         self.pod_watcher = PodWatcher(
             kube,
             node=self.node,
-            on_event=self.pods.apply,
+            on_event=self._on_pod_event,
             on_relist=self.pods.replace,
             sleep=sleep,
             gpu_memory_resource=settings.attribution.gpu_memory_request_resource,
@@ -112,6 +113,7 @@ class Agent:
         self.server = MetricsServer.from_settings(
             settings.publishing, snapshot_provider=lambda: self.cycle.snapshot, alive=self._alive
         )
+        self.mqtt = MqttPublisher(settings.mqtt, node=self.node) if settings.mqtt.enabled else None
         self.port: int | None = None
         self.tick = 0
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -133,6 +135,11 @@ class Agent:
         self.action.set_policy(self._action_policy(policy))
         self.kill_switch.set_settings(policy.action.kill_switch, namespace=self.settings.namespace)
 
+    def _on_pod_event(self, kind: str, pod) -> None:
+        self.pods.apply(kind, pod)
+        if kind in ("ADDED", "DELETED"):
+            self.kubelet.request_refresh()  # devices were given or freed: do not wait for the next periodic List
+
     def _on_event_from_thread(self, event) -> None:
         if self._loop is not None and not self._loop.is_closed():
             self._loop.call_soon_threadsafe(self.state.add_xid, event)
@@ -149,7 +156,8 @@ class Agent:
         self._stack.callback(self.sampler.close)
         if self.xids is not None:
             self.xids.start()
-            self._stack.callback(self.xids.stop)
+            # stop() joins the thread (up to one bounded wait): off the loop, and before NVML is shut down.
+            self._stack.push_async_callback(asyncio.to_thread, self.xids.stop)
         self.port = await self.server.start()
         self._stack.push_async_callback(self.server.stop)
         self._stack.push_async_callback(self.kubelet_close)
@@ -168,8 +176,11 @@ class Agent:
         await self._stack.aclose()
 
     async def cycle_once(self) -> Any:
+        previous = self.cycle.snapshot if self.tick else None
         snapshot = await self.cycle.run(self.tick)
         self.tick += 1
+        if self.mqtt is not None:
+            self.mqtt.offer(previous, snapshot)
         return snapshot
 
     async def _ticker(self) -> None:
@@ -190,6 +201,8 @@ class Agent:
                     group.create_task(self.pod_watcher.run(), name="pod-watcher")
                 if self.evictions is not None:
                     group.create_task(self.kill_switch.watcher(), name="kill-switch")
+                if self.mqtt is not None:
+                    group.create_task(self.mqtt.run(), name="mqtt-publisher")
                 if self.settings.policy_file:
                     watcher = PolicyWatcher(
                         self.settings.policy_file,

@@ -1,0 +1,200 @@
+"""events_for: which changes between two snapshots become which MQTT events, and what the payloads hold."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import replace
+
+import pytest
+
+from watchdog.model import (
+    Finding,
+    FindingKind,
+    Mode,
+    NodeSample,
+    PodRef,
+    Severity,
+    Snapshot,
+    StageStatus,
+)
+from watchdog.publishing.events import SCHEMA_VERSION, events_for, topic_segment
+
+VICTIM = PodRef("team-a", "trainer-0", uid="u-1", container="main")
+CULPRIT = PodRef("team-b", "hog-7", uid="u-2")
+
+
+def sample(tick: int) -> NodeSample:
+    return NodeSample(node="node-a", tick=tick, timestamp=1700000000.0 + tick, gpus=())
+
+
+def finding(**changes) -> Finding:
+    base = Finding(
+        kind=FindingKind.INTERFERENCE,
+        key="interference/gi/GPU-1/3/team-b/hog-7",
+        domain="gi/GPU-1/3",
+        resource="dram",
+        severity=Severity.WARNING,
+        first_tick=5,
+        last_tick=7,
+        since=1700000005.0,
+        victims=(VICTIM,),
+        culprit=CULPRIT,
+        tenant="b",
+        evidence={"deviation": 0.4, "correlation": 0.9, "signal": "dram_bw"},
+        usage={"team-b/hog-7": 0.8},
+        needed=0.3,
+        message="hog-7 slows trainer-0",
+    )
+    return replace(base, **changes)
+
+
+def snapshot(tick: int, **fields) -> Snapshot:
+    fields.setdefault("stages", (StageStatus("sampling", 0.01, True), StageStatus("detection", 0.002, True)))
+    return Snapshot(node="node-a", sample=sample(tick), **fields)
+
+
+def by_topic(events, suffix):
+    return [(payload, retain) for topic, payload, retain in events if topic == suffix]
+
+
+def test_first_snapshot_announces_status_and_open_findings():
+    events = events_for(None, snapshot(7, findings=(finding(),), mode=Mode.ENFORCE, ready=True))
+
+    [(status, retained)] = by_topic(events, "node-a/status")
+    assert retained is True
+    assert status == {
+        "schema": SCHEMA_VERSION,
+        "node": "node-a",
+        "tick": 7,
+        "timestamp": 1700000007.0,
+        "state": "online",
+        "mode": "enforce",
+        "paused": False,
+        "ready": True,
+        "stages": {"sampling": {"success": True, "detail": ""}, "detection": {"success": True, "detail": ""}},
+    }
+    [(new, retained)] = by_topic(events, "node-a/findings/interference")
+    assert retained is False
+    assert new["event"] == "new"
+    assert new["victims"] == [{"namespace": "team-a", "name": "trainer-0", "uid": "u-1", "container": "main"}]
+    assert new["culprit"] == {"namespace": "team-b", "name": "hog-7", "uid": "u-2", "container": None}
+    assert (new["first_tick"], new["last_tick"], new["severity"]) == (5, 7, "warning")
+    assert new["evidence"] == {"deviation": 0.4, "correlation": 0.9, "signal": "dram_bw"}
+    assert (new["key"], new["tick"], new["schema"]) == (finding().key, 7, 1)
+    json.dumps(events, allow_nan=False)  # every payload is plain JSON
+
+
+def test_an_unchanged_cycle_is_silent_even_when_evidence_moves():
+    before = snapshot(7, findings=(finding(),))
+    after = snapshot(8, findings=(finding(last_tick=8, evidence={"deviation": 0.5}),))
+    assert events_for(before, after) == []
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"severity": Severity.CRITICAL},
+        {"culprit": PodRef("team-c", "other")},
+        {"victims": (VICTIM, PodRef("team-a", "trainer-1"))},
+    ],
+)
+def test_a_material_change_is_an_update(change):
+    events = events_for(snapshot(7, findings=(finding(),)), snapshot(8, findings=(finding(last_tick=8, **change),)))
+    [(updated, _)] = by_topic(events, "node-a/findings/interference")
+    assert updated["event"] == "updated"
+    assert updated["last_tick"] == 8
+
+
+def test_a_vanished_finding_is_resolved_with_its_last_state():
+    quota = finding(kind=FindingKind.QUOTA, key="quota/tenant/b", resource="memory")
+    events = events_for(snapshot(7, findings=(finding(), quota)), snapshot(8, findings=(finding(),)))
+    [(resolved, _)] = by_topic(events, "node-a/findings/quota")
+    assert (resolved["event"], resolved["key"], resolved["tick"], resolved["last_tick"]) == (
+        "resolved",
+        "quota/tenant/b",
+        8,
+        7,
+    )
+    assert by_topic(events, "node-a/findings/interference") == []
+
+
+def test_same_key_of_another_kind_is_another_finding():
+    events = events_for(
+        snapshot(7, findings=(finding(),)), snapshot(8, findings=(finding(kind=FindingKind.MEMORY_PRESSURE),))
+    )
+    assert [p["event"] for p, _ in by_topic(events, "node-a/findings/memory_pressure")] == ["new"]
+    assert [p["event"] for p, _ in by_topic(events, "node-a/findings/interference")] == ["resolved"]
+
+
+def test_eviction_counts_become_one_action_event_per_increase():
+    before = snapshot(7, evictions={("evicted", "interference", "team-b"): 1, ("dry_run", "quota", "team-c"): 2})
+    after = snapshot(
+        8,
+        evictions={
+            ("evicted", "interference", "team-b"): 3,
+            ("dry_run", "quota", "team-c"): 2,
+            ("blocked_pdb", "quota", "team-c"): 1,
+        },
+    )
+    actions = [payload for payload, _ in by_topic(events_for(before, after), "node-a/actions")]
+    assert [(a["result"], a["reason"], a["namespace"], a["count"], a["total"]) for a in actions] == [
+        ("blocked_pdb", "quota", "team-c", 1, 1),
+        ("evicted", "interference", "team-b", 2, 3),
+    ]
+
+
+def test_a_restarted_counter_counts_all_of_its_value():
+    before = snapshot(7, evictions={("evicted", "quota", "ns"): 5})
+    after = snapshot(8, evictions={("evicted", "quota", "ns"): 2})
+    [(action, _)] = by_topic(events_for(before, after), "node-a/actions")
+    assert action["count"] == 2
+
+
+def test_xid_increases_name_gpu_instance_and_xid():
+    before = snapshot(7, xid_counts={(0, "GPU-0", None, 79): (1, 1700000003.0)})
+    after = snapshot(
+        8, xid_counts={(0, "GPU-0", None, 79): (1, 1700000003.0), (1, "GPU-1", 3, 31): (2, 1700000008.0)}
+    )
+    [(xid, retained)] = by_topic(events_for(before, after), "node-a/xid")
+    assert retained is False
+    assert {k: xid[k] for k in ("gpu", "gpu_uuid", "gpu_instance", "xid", "count", "total", "last_seen")} == {
+        "gpu": 1,
+        "gpu_uuid": "GPU-1",
+        "gpu_instance": 3,
+        "xid": 31,
+        "count": 2,
+        "total": 2,
+        "last_seen": 1700000008.0,
+    }
+
+
+@pytest.mark.parametrize(
+    "change",
+    [{"paused": True}, {"ready": True}, {"mode": Mode.OBSERVE}, {"stages": (StageStatus("sampling", 0.01, False),)}],
+)
+def test_status_is_published_again_only_when_it_changes(change):
+    before = snapshot(7)
+    assert events_for(before, snapshot(8)) == []
+    [(status, retained)] = by_topic(events_for(before, snapshot(8, **change)), "node-a/status")
+    assert retained and status["state"] == "online" and status["tick"] == 8
+
+
+def test_topic_levels_are_sanitised():
+    assert topic_segment("node/+#x") == "node___x"
+    assert topic_segment("") == "_"
+    events = events_for(None, Snapshot(node="rack/1+gpu#"), now=42.0)
+    assert [topic for topic, _, _ in events] == ["rack_1_gpu_/status"]
+    assert events[0][1]["node"] == "rack/1+gpu#"  # the payload keeps the true name
+
+
+def test_without_a_sample_the_given_clock_stamps_the_payload():
+    [(_, status, _)] = events_for(None, Snapshot(node="node-a"), now=42.0)
+    assert (status["tick"], status["timestamp"]) == (None, 42.0)
+
+
+def test_non_finite_numbers_become_null():
+    bad = finding(evidence={"ratio": math.nan}, usage={"a/b": math.inf}, needed=-math.inf)
+    [(_, payload, _)] = [e for e in events_for(None, snapshot(7, findings=(bad,))) if "findings" in e[0]]
+    assert (payload["evidence"], payload["usage"], payload["needed"]) == ({"ratio": None}, {"a/b": None}, None)
+    json.dumps(payload, allow_nan=False)
