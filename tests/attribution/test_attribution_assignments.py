@@ -160,3 +160,28 @@ def test_settings_are_checked():
         KubeletAssignments(object(), refresh_seconds=0)
     with pytest.raises(ValueError):
         KubeletAssignments(object(), backoff_initial_seconds=5, backoff_max_seconds=1)
+
+
+async def test_request_refresh_makes_a_list_due_now_but_keeps_a_failing_kubelets_backoff():
+    from watchdog.attribution.assignments import KubeletAssignments
+
+    class Lister:
+        def __init__(self) -> None:
+            self.calls, self.fail = 0, False
+
+        async def list_assignments(self):
+            self.calls += 1
+            if self.fail:
+                raise RuntimeError("down")
+            return ()
+
+    lister = Lister()
+    cache = KubeletAssignments(lister, refresh_seconds=10.0)
+    assert await cache.refresh(0.0) and not await cache.refresh(1.0)
+    cache.request_refresh()
+    assert await cache.refresh(1.0) and lister.calls == 2
+    lister.fail = True
+    cache.request_refresh()
+    assert await cache.refresh(2.0) and not cache.ok
+    cache.request_refresh()
+    assert not await cache.refresh(2.5)  # still inside the backoff

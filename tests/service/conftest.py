@@ -50,8 +50,9 @@ class Driver:
         api_pods = {(p["metadata"]["namespace"], p["metadata"]["name"]) for p in self.world.api.objects("pods")}
         await poll(lambda: self.agent.pod_watcher.ok and {(p.namespace, p.name) for p in
                    self.agent.pods.snapshot().values()} == api_pods, what="pod cache")
-        await self.agent.kubelet.refresh(self.world.clock() + 1e9)  # due now: one List
-        assert self.agent.kubelet.ok
+        calls = self.agent.kubelet.list_calls
+        self.agent.kubelet.request_refresh()
+        await poll(lambda: self.agent.kubelet.list_calls > calls and self.agent.kubelet.ok, what="a kubelet List")
 
     async def ticks(self, n: int, *, sync: bool = False) -> Any:
         snapshot = None

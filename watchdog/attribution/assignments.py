@@ -62,6 +62,7 @@ class KubeletAssignments:
         self._pending: dict[str, float] = {}  # device → when it was first reported unknown
         self._negative: set[str] = set()
         self._in_flight = False
+        self._requested_in_flight = False
         self.last_error: str | None = None
         self.list_calls = 0
         self.extra_refreshes = 0
@@ -98,6 +99,15 @@ class KubeletAssignments:
             return self._retry_at
         extra = self._last_extra + self._unknown_refresh_seconds if self._extra_requested else math.inf
         return min(self._next_periodic, extra)
+
+    def request_refresh(self) -> None:
+        """Make the periodic List due now (pods came or went on this node); a failing kubelet keeps its backoff.
+
+        A request that arrives while a List is in flight is honoured by one more List after it, since that List
+        may have been answered before the change.
+        """
+        self._next_periodic = -math.inf
+        self._requested_in_flight = self._in_flight
 
     def note_unknown(self, device_uuid: str, now: float) -> bool:
         """A busy device has no known owner: ask for one extra List (rate-limited). True when newly pending.
@@ -157,7 +167,8 @@ class KubeletAssignments:
         self._failures = 0
         self._retry_at = -math.inf
         self.last_error = None
-        self._next_periodic = now + self._refresh_seconds
+        self._next_periodic = -math.inf if self._requested_in_flight else now + self._refresh_seconds
+        self._requested_in_flight = False
         self._negative = {device for device in self._negative if device not in self._known}
         for device, first_seen in self._pending.items():
             if device not in self._known:

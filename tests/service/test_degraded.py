@@ -1,0 +1,61 @@
+"""Unreachable dependencies degrade one stage, are counted and shown, never crash the agent or let it act blind."""
+
+from __future__ import annotations
+
+from tests.service.conftest import SCENARIOS, poll
+
+TIMESLICE = SCENARIOS / "interference-timeslice-a100.yaml"
+
+
+async def test_kubelet_down_then_back(drive):
+    driver = await drive(SCENARIOS / "demo.yaml", events=False)
+    snapshot = await driver.ticks(2)
+    assert snapshot.attribution.healthy and snapshot.attribution.devices
+    await driver.world.kubelet.stop()
+    await driver.ticks(11)  # past the 10 s refresh: the refresher's List fails
+    await poll(lambda: not driver.agent.kubelet.ok, what="the refresher to notice the kubelet is gone")
+    snapshot = await driver.ticks(1)
+    assert not snapshot.attribution.healthy and not snapshot.attribution.kubelet_ok
+    assert dict((s.name, s.success) for s in snapshot.stages)["attribution"] is False
+    assert snapshot.sample is not None and len(snapshot.sample.gpus) == 3  # sampling goes on
+    assert all(not pods for pods in snapshot.attribution.devices.values())  # no stale pod labels
+    await driver.world.kubelet.start()
+    for _ in range(70):  # the retry backoff (1 s doubling, capped at 60 s of simulated time) ends
+        await driver.ticks(1)
+        if driver.agent.kubelet.ok:
+            break
+    await poll(lambda: driver.agent.kubelet.ok, what="the refresher to reconnect")
+    snapshot = await driver.ticks(1)
+    assert snapshot.attribution.healthy and snapshot.attribution.devices
+
+
+async def test_api_unreachable_means_no_eviction(drive):
+    driver = await drive(TIMESLICE, events=False, policy={"action": {"mode": "enforce"}})
+    await driver.ticks(80)
+    await driver.world.api.stop()  # the API server goes away before the interference starts
+    await poll(lambda: not driver.agent.pod_watcher.ok, what="the pod watch to notice")
+    for _ in range(200):
+        snapshot = await driver.ticks(1)
+        assert not snapshot.attribution.healthy
+    assert driver.world.ended == {}
+    assert not any(result == "evicted" for result, _, _ in snapshot.evictions)
+
+
+async def test_policy_reload_applies_good_edits_and_keeps_the_last_good_one(drive, tmp_path):
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("action: {mode: observe}\n")
+    driver = await drive(SCENARIOS / "demo.yaml", events=False, policy_file=str(policy))
+    from watchdog.service.policy_watch import PolicyWatcher
+
+    watcher = PolicyWatcher(str(policy), apply=driver.agent.apply_policy,
+                            on_result=lambda r: driver.agent.state.policy_reloads.update([r]))
+    policy.write_text("action: {mode: enforce, priority_floor: 5000}\n")
+    assert watcher.check() is True
+    assert driver.agent.action.policy.mode == "enforce" and driver.agent.action.policy.priority_floor == 5000
+    assert "gpu-watchdog" in driver.agent.action.policy.protected_namespaces  # its own namespace stays protected
+    policy.write_text("action: {mode: enforce, priority_floor: not-a-number}\n")
+    assert watcher.check() is False
+    assert driver.agent.action.policy.priority_floor == 5000
+    snapshot = await driver.ticks(1)
+    assert snapshot.policy_reloads == {"success": 1, "failure": 1}
+    assert watcher.check() is None  # unchanged file: nothing to do
