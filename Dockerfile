@@ -10,6 +10,6 @@ RUN python -m venv /opt/gpu-watchdog && /opt/gpu-watchdog/bin/pip install --no-c
 FROM python:3.12-slim
 COPY --from=build /opt/gpu-watchdog /opt/gpu-watchdog
 COPY scenarios /opt/gpu-watchdog/scenarios
-USER 65534:65534
+# Runs as root: the kubelet's pod-resources socket is root-only. The DaemonSet keeps the root filesystem read-only.
 ENTRYPOINT ["/opt/gpu-watchdog/bin/gpu-watchdog"]
 CMD ["run"]
