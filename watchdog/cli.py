@@ -154,13 +154,18 @@ def cmd_probe(args: argparse.Namespace) -> int:
 
 
 def cmd_record(args: argparse.Namespace) -> int:
-    from watchdog.trace import TraceWriter
+    from watchdog.trace import TraceHeader, TraceWriter
 
     _setup_logging()
-    writer = TraceWriter(args.out)
+    writers: list[TraceWriter] = []
+    source = f"simulated:{args.simulate}" if args.simulate else "nvml"
 
     def on_tick(sample, attribution, findings) -> None:
-        writer.write(sample, attribution)
+        if not writers:  # the header names the node and tick length, known once the agent runs
+            interval = load_settings(args.config).sampling.interval_seconds if args.config else 1.0
+            header = TraceHeader(node=sample.node, tick_seconds=interval, started=sample.timestamp, source=source)
+            writers.append(TraceWriter(args.out, header=header))
+        writers[0].write(sample, attribution)
 
     try:
         if args.simulate:
@@ -173,7 +178,8 @@ def cmd_record(args: argparse.Namespace) -> int:
             return status
         return _run_async(_run_real(settings, nvml, on_tick))
     finally:
-        writer.close()
+        for writer in writers:
+            writer.close()
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
@@ -185,6 +191,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
         report = replay(args.trace, policy=policy)
     except (ConfigError, TraceError) as exc:
         print(f"gpu-watchdog replay: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"gpu-watchdog replay: cannot read {exc.filename}: {exc.strerror}", file=sys.stderr)
         return 2
     json.dump(report, sys.stdout, indent=2, sort_keys=False)
     print()
