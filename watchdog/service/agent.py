@@ -47,7 +47,7 @@ class Agent:
         *,
         nvml: ModuleType,
         clock: Callable[[], float],
-        sleep: Sleep = asyncio.sleep,
+        sleep: Sleep = asyncio.sleep,  # between cycles only; a simulated world moves its clock here
         kube: KubeApi | None = None,
         policy: Policy | None = None,
         on_tick: TickHook | None = None,
@@ -93,7 +93,6 @@ class Agent:
             node=self.node,
             on_event=self._on_pod_event,
             on_relist=self.pods.replace,
-            sleep=sleep,
             gpu_memory_resource=settings.attribution.gpu_memory_request_resource,
         ) if kube is not None else None
         self.cycle = Cycle(
@@ -196,7 +195,7 @@ class Agent:
             await self.start()
         try:
             async with asyncio.TaskGroup() as group:
-                group.create_task(self.kubelet.refresher(self.clock, sleep=self.sleep), name="kubelet-refresher")
+                group.create_task(self.kubelet.refresher(self.clock), name="kubelet-refresher")
                 if self.pod_watcher is not None:
                     group.create_task(self.pod_watcher.run(), name="pod-watcher")
                 if self.evictions is not None:
@@ -208,7 +207,6 @@ class Agent:
                         self.settings.policy_file,
                         apply=self.apply_policy,
                         on_result=lambda result: self.state.policy_reloads.update([result]),
-                        sleep=self.sleep,
                     )
                     group.create_task(watcher.run(), name="policy-watcher")
                 if ticks is None:

@@ -42,7 +42,8 @@ class SimulatedWorld:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.clock = clock or SimClock()
         self.node = SimulatedNode.from_scenario(self.scenario, self.clock)
-        self.api = FakeApiServer(instant_deletes=deletion_delay is None, deletion_delay=deletion_delay)
+        # The API server shares the simulated clock: pod creation times and sample timestamps are one time line.
+        self.api = FakeApiServer(instant_deletes=deletion_delay is None, deletion_delay=deletion_delay, clock=self.clock)
         self.kubelet = FakeKubelet(str(self.workdir / "kubelet.sock"))
         self.proc = ProcTree(self.workdir / "proc")
         self._published: set[str] = set()  # pods put into the API server
