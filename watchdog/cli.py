@@ -25,7 +25,7 @@ log = logging.getLogger("watchdog")
 
 def _setup_logging(level: str = "INFO", *, quiet: bool = False) -> None:
     logging.basicConfig(
-        level=logging.WARNING if quiet else getattr(logging, level.upper(), logging.INFO),
+        level=logging.ERROR if quiet else getattr(logging, level.upper(), logging.INFO),  # quiet: the live table shows findings
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
