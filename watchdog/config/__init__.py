@@ -22,6 +22,7 @@ from watchdog.config.loading import ConfigError, deep_merge, env_overrides, read
 from watchdog.config.mqtt import MqttSettings
 from watchdog.config.publishing import PublishingSettings
 from watchdog.config.sampling import SamplingSettings
+from watchdog.config.signals import SignalsSettings
 
 __all__ = [
     "ActionPolicy",
@@ -34,6 +35,7 @@ __all__ = [
     "Policy",
     "PublishingSettings",
     "SamplingSettings",
+    "SignalsSettings",
     "Settings",
     "check_file",
     "load_policy",
@@ -58,6 +60,7 @@ class Settings(Section):
     kube: KubeSettings = Field(default_factory=KubeSettings, description="Kubernetes API access.")
     publishing: PublishingSettings = Field(default_factory=PublishingSettings, description="Metrics endpoint.")
     controller: ControllerSettings = Field(default_factory=ControllerSettings, description="Cluster controller.")
+    signals: SignalsSettings = Field(default_factory=SignalsSettings, description="Tenant victim-signal queries.")
     mqtt: MqttSettings = Field(default_factory=MqttSettings, description="MQTT event stream (off by default).")
     policy: Policy = Field(default_factory=Policy, description="Inline policy, used when policy_file is unset.")
     policy_file: str | None = Field(None, description="Policy YAML reloaded while running (overrides `policy`).")

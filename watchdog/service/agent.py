@@ -31,7 +31,8 @@ from watchdog.sampling.events import XidWatcher
 from watchdog.sampling.sampler import NvmlSampler
 from watchdog.service.cycle import Cycle, TickHook
 from watchdog.service.policy_watch import PolicyWatcher
-from watchdog.service.state import AgentState
+from watchdog.service.signals import PrometheusSignals
+from watchdog.service.state import AgentState, CounterDelta
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +83,12 @@ class Agent:
             paused=self.kill_switch.paused,
         )
         self.action.paused = self.kill_switch.paused  # read by the cycle for the exported state
+        self.signals = PrometheusSignals(
+            settings.signals, policy=lambda: self.policy.detection, clock=clock
+        ) if settings.signals.prometheus_url else None
+        self._signal_errors = CounterDelta()
+        if external_signals is None and self.signals is not None:
+            external_signals = self.signals.values
         self.detector = Detector(self.policy.detection, tenant_label=settings.attribution.tenant_label)
         self.kubelet = KubeletAssignments(
             PodResourcesClient(settings.attribution.kubelet_socket, resources=settings.attribution.resources),
@@ -176,6 +183,8 @@ class Agent:
 
     async def cycle_once(self) -> Any:
         previous = self.cycle.snapshot if self.tick else None
+        if self.signals is not None:
+            self.state.count_errors("signals", self._signal_errors(self.signals.errors))
         snapshot = await self.cycle.run(self.tick)
         self.tick += 1
         if self.mqtt is not None:
@@ -202,6 +211,8 @@ class Agent:
                     group.create_task(self.kill_switch.watcher(), name="kill-switch")
                 if self.mqtt is not None:
                     group.create_task(self.mqtt.run(), name="mqtt-publisher")
+                if self.signals is not None:
+                    group.create_task(self.signals.run(), name="victim-signals")
                 if self.settings.policy_file:
                     watcher = PolicyWatcher(
                         self.settings.policy_file,

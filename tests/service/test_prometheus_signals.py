@@ -1,0 +1,122 @@
+"""Tenant victim signals from a real Prometheus (Debian's 2.42): values per pod, failures counted, values age out."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import socket
+import subprocess
+
+import aiohttp
+import pytest
+from aiohttp import web
+
+from tests.service.conftest import poll
+from watchdog.config import DetectionPolicy, SignalsSettings
+from watchdog.service.signals import PrometheusSignals, parse_vector
+
+POLICY = DetectionPolicy.model_validate(
+    {"victim_signal_overrides": {"prod": {"query": "app_p99_latency_seconds", "threshold": 0.5}}}
+)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+async def prometheus(tmp_path):
+    """A real Prometheus scraping a tiny app every second; yields (url, set_latency)."""
+    latency = {"value": 0.2}
+
+    async def metrics(_request):
+        text = (
+            "# TYPE app_p99_latency_seconds gauge\n"
+            f'app_p99_latency_seconds{{namespace="prod",pod="serve"}} {latency["value"]}\n'
+            'app_p99_latency_seconds{namespace="prod"} 9\n'  # no pod label: not attributable, skipped
+        )
+        return web.Response(text=text)
+
+    app = web.Application()
+    app.router.add_get("/metrics", metrics)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    target_port, prom_port = free_port(), free_port()
+    await web.TCPSite(runner, "127.0.0.1", target_port).start()
+    config = tmp_path / "prometheus.yml"
+    config.write_text(
+        "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
+        "scrape_configs:\n"
+        f"  - job_name: app\n    static_configs: [{{targets: ['127.0.0.1:{target_port}']}}]\n"
+        "    honor_labels: true\n"
+    )
+    process = subprocess.Popen(
+        [shutil.which("prometheus") or "/usr/bin/prometheus", f"--config.file={config}",
+         f"--storage.tsdb.path={tmp_path / 'data'}", f"--web.listen-address=127.0.0.1:{prom_port}"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{prom_port}"
+    try:
+        yield url, lambda value: latency.__setitem__("value", value)
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+        await runner.cleanup()
+
+
+async def test_values_per_pod_from_a_real_prometheus(prometheus):
+    url, _ = prometheus
+    clock = {"now": 100.0}
+    signals = PrometheusSignals(SignalsSettings(prometheus_url=url), policy=lambda: POLICY, clock=lambda: clock["now"])
+    async with aiohttp.ClientSession() as session:
+
+        async def scraped() -> bool:
+            await signals.refresh(session)
+            return "prod/serve" in signals.values()
+
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 30  # bounded: Prometheus starts, then scrapes once a second
+        while not await scraped():
+            assert loop.time() < deadline, f"no value from Prometheus; errors {dict(signals.errors)}"
+            await asyncio.sleep(0.2)
+    assert signals.values() == {"prod/serve": 0.2}
+    clock["now"] += 61  # older than stale_seconds: detection gets no value rather than an old one
+    assert signals.values() == {}
+
+
+async def test_unreachable_prometheus_is_counted_and_gives_no_values():
+    signals = PrometheusSignals(SignalsSettings(prometheus_url=f"http://127.0.0.1:{free_port()}", timeout_seconds=2),
+                                policy=lambda: POLICY, clock=lambda: 0.0)
+    async with aiohttp.ClientSession() as session:
+        await signals.refresh(session)
+    assert signals.values() == {} and sum(signals.errors.values()) == 1
+
+
+def test_parse_vector_rejects_errors_and_skips_unlabelled_series():
+    with pytest.raises(ValueError, match="bad_data"):
+        parse_vector({"status": "error", "errorType": "bad_data", "error": "parse error"})
+    with pytest.raises(ValueError, match="vector"):
+        parse_vector({"status": "success", "data": {"resultType": "matrix", "result": []}})
+    body = {"status": "success", "data": {"resultType": "vector", "result": [
+        {"metric": {"namespace": "a", "pod": "p"}, "value": [1, "0.5"]},
+        {"metric": {"namespace": "a"}, "value": [1, "7"]},
+        {"metric": {"namespace": "a", "pod": "q"}, "value": [1, "NaN"]},
+    ]}}
+    assert parse_vector(body) == {"a/p": 0.5}
+
+
+async def test_agent_feeds_detection_and_counts_failures(drive):
+    from tests.service.conftest import SCENARIOS
+
+    driver = await drive(SCENARIOS / "demo.yaml", events=False,
+                         signals={"prometheus_url": f"http://127.0.0.1:{free_port()}", "timeout_seconds": 2},
+                         policy={"detection": {"victim_signal_overrides": {"ml-prod": {"query": "up"}}}})
+    agent = driver.agent
+    assert agent.cycle.external_signals == agent.signals.values
+    async with aiohttp.ClientSession() as session:
+        await agent.signals.refresh(session)
+    snapshot = await driver.ticks(1)
+    assert snapshot.sample is not None and snapshot.attribution.healthy  # the cycle goes on
+    assert sum(n for (stage, _), n in snapshot.errors.items() if stage == "signals") == 1

@@ -1,0 +1,96 @@
+"""Tenants' own victim signals, read from Prometheus for detection's per-tenant overrides.
+
+A tenant can say "judge interference on my pods by my p99 latency" (detection.victim_signal_overrides). The query
+runs here, off the cycle, on a timer; the cycle hands detection the latest value per "namespace/pod". A failing
+or slow Prometheus is counted and its values age out, so detection simply has no override value for those pods
+(it never reads an absence as "healthy" or as "degraded").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+from collections import Counter
+from typing import Awaitable, Callable, Mapping
+
+import aiohttp
+
+from watchdog.config import DetectionPolicy, SignalsSettings
+
+log = logging.getLogger(__name__)
+
+
+def parse_vector(body: Mapping) -> dict[str, float]:
+    """A Prometheus instant-vector answer → {"namespace/pod": value}; series without both labels are skipped."""
+    if body.get("status") != "success":
+        raise ValueError(f"query failed: {body.get('errorType', '?')}: {body.get('error', '?')}")
+    data = body.get("data") or {}
+    if data.get("resultType") != "vector":
+        raise ValueError(f"expected a vector, got {data.get('resultType')!r}")
+    values: dict[str, float] = {}
+    for series in data.get("result") or []:
+        labels = series.get("metric") or {}
+        namespace, pod = labels.get("namespace"), labels.get("pod")
+        try:
+            value = float(series["value"][1])
+        except (KeyError, IndexError, TypeError, ValueError):
+            continue
+        if namespace and pod and math.isfinite(value):
+            values[f"{namespace}/{pod}"] = value
+    return values
+
+
+class PrometheusSignals:
+    """``values()`` is what the cycle passes to detection; ``run()`` keeps it fresh until cancelled."""
+
+    def __init__(
+        self,
+        settings: SignalsSettings,
+        *,
+        policy: Callable[[], DetectionPolicy],
+        clock: Callable[[], float],
+        sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
+    ) -> None:
+        self.settings = settings
+        self.policy = policy
+        self.clock = clock
+        self.sleep = sleep
+        self.errors: Counter[str] = Counter()
+        self.queries = 0
+        self._values: dict[str, tuple[float, float]] = {}  # pod key → (value, when)
+
+    def values(self) -> dict[str, float]:
+        now = self.clock()
+        return {key: value for key, (value, when) in self._values.items()
+                if now - when <= self.settings.stale_seconds}
+
+    async def refresh(self, session: aiohttp.ClientSession) -> None:
+        """Run every tenant's query once; a failing query keeps the others."""
+        overrides = self.policy().victim_signal_overrides
+        url = f"{(self.settings.prometheus_url or '').rstrip('/')}/api/v1/query"
+        timeout = aiohttp.ClientTimeout(total=self.settings.timeout_seconds)
+        for tenant, override in overrides.items():
+            self.queries += 1
+            try:
+                async with session.get(url, params={"query": override.query}, timeout=timeout) as response:
+                    body = await response.json(content_type=None)
+                values = parse_vector(body)
+            except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as exc:
+                kind = "timeout" if isinstance(exc, asyncio.TimeoutError) else type(exc).__name__.lower()
+                if not self.errors:
+                    log.warning("victim-signal query for tenant %s failed (%s): %s", tenant, kind, exc)
+                self.errors[kind] += 1
+                continue
+            now = self.clock()
+            for key, value in values.items():
+                self._values[key] = (value, now)
+
+    async def run(self) -> None:
+        if not self.settings.prometheus_url:
+            return
+        async with aiohttp.ClientSession() as session:
+            while True:
+                if self.policy().victim_signal_overrides:
+                    await self.refresh(session)
+                await self.sleep(self.settings.refresh_seconds)
