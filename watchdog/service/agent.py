@@ -87,6 +87,7 @@ class Agent:
             settings.signals, policy=lambda: self.policy.detection, clock=clock
         ) if settings.signals.prometheus_url else None
         self._signal_errors = CounterDelta()
+        self._event_errors = CounterDelta()
         if external_signals is None and self.signals is not None:
             external_signals = self.signals.values
         self.detector = Detector(self.policy.detection, tenant_label=settings.attribution.tenant_label)
@@ -185,6 +186,10 @@ class Agent:
         previous = self.cycle.snapshot if self.tick else None
         if self.signals is not None:
             self.state.count_errors("signals", self._signal_errors(self.signals.errors))
+        if self.xids is not None:  # the event thread's health, reported like a stage
+            self.state.count_errors("events", self._event_errors(self.xids.error_counts()))
+            self.state.stage_done("events", seconds=0.0, success=self.xids.running,
+                                  detail="" if self.xids.running else "Xid event thread not running")
         snapshot = await self.cycle.run(self.tick)
         self.tick += 1
         if self.mqtt is not None:
