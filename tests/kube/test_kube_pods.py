@@ -79,3 +79,11 @@ def test_bad_input_is_refused_clearly():
 def test_runtime_schemes_are_stripped():
     assert [strip_runtime_scheme(v) for v in ("containerd://a", "cri-o://b", "docker://c", "d", None, "")] == [
         "a", "b", "c", "d", None, None]
+
+
+def test_gpu_resources_name_the_device_plugin_resources_requested():
+    containers = [{"name": "a", "resources": {"limits": {"nvidia.com/mig-1g.10gb": "1", "cpu": "2"}}},
+                  {"name": "b", "resources": {"requests": {"nvidia.com/gpu": "1", "example.com/gpu-mem": "5"}}}]
+    info = pod_info(api_pod(spec__containers=containers))
+    assert info.gpu_resources == ("nvidia.com/gpu", "nvidia.com/mig-1g.10gb")
+    assert pod_info(api_pod(spec__containers=[{"name": "c"}])).gpu_resources == ()

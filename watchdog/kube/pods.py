@@ -90,6 +90,17 @@ def _gpu_memory_bytes(containers: list[dict[str, Any]], resource: str | None) ->
     return total if seen else None
 
 
+def _gpu_resources(containers: list[dict[str, Any]]) -> tuple[str, ...]:
+    """The NVIDIA device-plugin resources the pod asks for (nvidia.com/gpu, nvidia.com/mig-<profile>), sorted."""
+    names: set[str] = set()
+    for container in containers:
+        resources = container.get("resources") or {}
+        for section in ("requests", "limits"):
+            names.update(name for name in (resources.get(section) or {})
+                         if name == "nvidia.com/gpu" or name.startswith("nvidia.com/mig-"))
+    return tuple(sorted(names))
+
+
 def pod_info(pod: Any, *, gpu_memory_resource: str | None = None) -> PodInfo:
     """A PodInfo from an API pod (a JSON dict as the API sends it, or a kubernetes V1Pod)."""
     data = _as_dict(pod)
@@ -122,6 +133,7 @@ def pod_info(pod: Any, *, gpu_memory_resource: str | None = None) -> PodInfo:
         created=_epoch(meta.get("creationTimestamp")),
         containers=tuple(ContainerInfo(c["name"], ids.get(c["name"])) for c in specs if c.get("name")),
         gpu_memory_request_bytes=_gpu_memory_bytes(specs, gpu_memory_resource),
+        gpu_resources=_gpu_resources(specs),
     )
 
 
