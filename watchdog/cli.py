@@ -124,6 +124,8 @@ async def _run_real(settings, nvml, on_tick=None) -> None:
         kube = None
     try:
         await Agent(settings, nvml=nvml, clock=time.time, kube=kube, on_tick=on_tick).run()
+    except ConfigError as exc:
+        raise SystemExit(f"gpu-watchdog: {exc}") from None
     except NvmlUnavailable as exc:
         raise SystemExit(
             f"gpu-watchdog: no usable NVML ({exc}). Without a GPU, run the simulation instead: "

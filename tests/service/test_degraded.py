@@ -59,3 +59,19 @@ async def test_policy_reload_applies_good_edits_and_keeps_the_last_good_one(driv
     snapshot = await driver.ticks(1)
     assert snapshot.policy_reloads == {"success": 1, "failure": 1}
     assert watcher.check() is None  # unchanged file: nothing to do
+
+
+async def test_the_policy_file_is_in_force_from_the_start_and_an_invalid_one_refuses_to_start(drive, tmp_path):
+    import pytest
+
+    from watchdog.config import ConfigError
+    from watchdog.service.agent import Agent
+
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("action: {mode: observe, priority_floor: 7}\n")
+    driver = await drive(SCENARIOS / "demo.yaml", events=False, policy_file=str(policy))
+    assert driver.agent.action.policy.mode == "observe" and driver.agent.action.policy.priority_floor == 7
+    policy.write_text("detection: {interference: {k_sigma: -1}}\n")
+    with pytest.raises(ConfigError) as caught:
+        Agent(driver.agent.settings, nvml=driver.world.nvml, clock=driver.world.clock)
+    assert [field for field, _ in caught.value.problems] == ["detection.interference.k_sigma"]

@@ -20,7 +20,7 @@ from watchdog.attribution.assignments import KubeletAssignments
 from watchdog.attribution.cgroups import ProcReader
 from watchdog.attribution.kubelet import PodResourcesClient
 from watchdog.attribution.pods import PodCache
-from watchdog.config import Policy, Settings
+from watchdog.config import Policy, Settings, load_policy
 from watchdog.detection import Detector
 from watchdog.kube.client import KubeApi
 from watchdog.kube.eviction import KubeEvictions
@@ -59,7 +59,9 @@ class Agent:
         self.clock = clock
         self.sleep = sleep
         self.kube = kube
-        self.policy = policy or settings.policy
+        # A policy file is read now, so an invalid one stops the start (ConfigError names each field); later
+        # edits go through PolicyWatcher, where an invalid one is refused and the last good policy stays.
+        self.policy = policy or (load_policy(settings.policy_file) if settings.policy_file else settings.policy)
         self.state = AgentState(node=self.node, tenant_label=settings.attribution.tenant_label)
         self.sampler = NvmlSampler(nvml, node=self.node, clock=clock, settings=settings.sampling)
         self.xids = XidWatcher(
@@ -82,7 +84,6 @@ class Agent:
             node=self.node,
             paused=self.kill_switch.paused,
         )
-        self.action.paused = self.kill_switch.paused  # read by the cycle for the exported state
         self.signals = PrometheusSignals(
             settings.signals, policy=lambda: self.policy.detection, clock=clock
         ) if settings.signals.prometheus_url else None
@@ -116,6 +117,7 @@ class Agent:
             tenant_label=settings.attribution.tenant_label,
             external_signals=external_signals,
             on_tick=on_tick,
+            paused=self.kill_switch.paused,
         )
         self.server = MetricsServer.from_settings(
             settings.publishing, snapshot_provider=lambda: self.cycle.snapshot, alive=self._alive

@@ -41,6 +41,7 @@ class Cycle:
         tenant_label: str | None = None,
         external_signals: Callable[[], Mapping[str, float]] | None = None,
         on_tick: TickHook | None = None,
+        paused: Callable[[], bool] = lambda: False,
         to_thread: Callable[..., Any] = asyncio.to_thread,
     ) -> None:
         self.state = state
@@ -55,6 +56,7 @@ class Cycle:
         self.tenant_label = tenant_label
         self.external_signals = external_signals
         self.on_tick = on_tick
+        self.paused = paused
         self.to_thread = to_thread
         self.findings: tuple[Finding, ...] = ()
         self.snapshot: Snapshot = state.snapshot(
@@ -79,7 +81,7 @@ class Cycle:
             findings=findings,
             evictions=self.action.counts,
             mode=self.action.policy.mode,
-            paused=self._paused(),
+            paused=self.paused(),
         )
         return self.snapshot
 
@@ -178,10 +180,6 @@ class Cycle:
         except Exception as exc:
             log.exception("%s hook failed", stage)
             self.state.count_errors(stage, {type(exc).__name__.lower(): 1})
-
-    def _paused(self) -> bool:
-        paused = getattr(self.action, "paused", None)
-        return bool(paused()) if callable(paused) else False
 
 
 def _proc_failures(counters: Mapping[str, int]) -> dict[str, int]:
