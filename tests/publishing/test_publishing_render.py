@@ -76,7 +76,8 @@ def test_counters_with_created_and_hostile_help_match_both_formats():
 @pytest.mark.parametrize(
     "value",
     [0, 1, -1, 0.0, -0.0, 0.1, 1 / 3, 2.5e-9, 123456.0, 1234567.0, 1e6, 1e7, 12345678.9, 1.7e9, 1_700_000_123.25,
-     80 * 1024**3, 2**53 + 1, 1e16, 1e17, 1.5e300, -1234567.0, float("inf"), float("-inf"), float("nan"), True],
+     80 * 1024**3, 2**53 + 1, 1e16, 1e17, 1.5e300, -1234567.0, float("inf"), float("-inf"), float("nan"), True,
+     999999.9999999999, 999999.0, 1e6 - 1e-9, 5e-324, -5e-324, 1e-5, -1e300, 2**63, -(2**63)],
 )
 def test_format_value_matches_go_string(value):
     assert format_value(value) == floatToGoString(value)

@@ -11,7 +11,12 @@ import gzip
 
 from watchdog.model import Snapshot
 from watchdog.publishing.build import build_families
-from watchdog.publishing.render import OPENMETRICS_CONTENT_TYPE, TEXT_CONTENT_TYPE, render_families
+from watchdog.publishing.render import (
+    OPENMETRICS_CONTENT_TYPE,
+    TEXT_CONTENT_TYPE,
+    new_render_cache,
+    render_families,
+)
 from watchdog.publishing.series import Family, SnapshotProvider
 
 def _media_ranges(header: str) -> list[tuple[str, float]]:
@@ -69,6 +74,7 @@ class Exposition:
         self._snapshot: Snapshot | None = None  # held so its id() cannot be reused by a new object
         self._families: list[Family] | None = None
         self._bodies: dict[tuple[bool, bool], bytes] = {}
+        self._render_cache = new_render_cache()  # line parts that repeat from one snapshot to the next
         self.renders = 0  # bodies actually rendered (not served from the cache), for tests and benchmarks
 
     def latest(self) -> Snapshot | None:
@@ -88,7 +94,7 @@ class Exposition:
         else:
             if self._families is None:
                 self._families = build_families(snapshot)
-            body = render_families(self._families, openmetrics=openmetrics)
+            body = render_families(self._families, openmetrics=openmetrics, cache=self._render_cache)
             self.renders += 1
         self._bodies[key] = body
         return body

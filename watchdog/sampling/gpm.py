@@ -7,6 +7,8 @@ id) and SM utilisation/occupancy per compute instance (nvmlGpmSampleGet on the M
 
 Each stream (a GI, a CI, or a whole GPU) keeps its previous sample and a spare one, swapped after every diff, so
 a steady tick allocates nothing; samples of a stream that is reset (instance reconfigured) or closed are freed.
+The metrics request is reused too, and its fields are touched through their ctypes descriptors (sampling.structs):
+~100 diffs per tick on a dense MIG node made pynvml's per-access hooks the largest agent-side cost of a tick.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from types import ModuleType
 from typing import Any, Callable, Hashable
 
 from watchdog.sampling.errors import CallGuard
+from watchdog.sampling.structs import field_getter, field_setter
 
 # nvml.h: NVML_GPM_METRIC_* ids; every *_UTIL / occupancy metric is a percentage 0–100.
 SM_UTIL = 2
@@ -33,6 +36,33 @@ class _Stream:
     values: tuple[float | None, ...] = ()
 
 
+@dataclass(frozen=True, slots=True)
+class _Request:
+    """A reusable c_nvmlGpmMetricsGet_t, views of its metric slots, and hook-free accessors to their fields."""
+
+    struct: Any
+    slots: list[Any]
+    set_sample1: Callable[[Any, Any], None]
+    set_sample2: Callable[[Any, Any], None]
+    get_return: Callable[[Any], Any]
+    set_return: Callable[[Any, Any], None]
+    get_value: Callable[[Any], Any]
+
+    @classmethod
+    def around(cls, struct: Any, slots: list[Any]) -> _Request:
+        # Field access through the ctypes descriptors skips pynvml's per-access hooks; see sampling.structs.
+        slot_type = type(slots[0])
+        return cls(
+            struct=struct,
+            slots=slots,
+            set_sample1=field_setter(type(struct), "sample1"),
+            set_sample2=field_setter(type(struct), "sample2"),
+            get_return=field_getter(slot_type, "nvmlReturn"),
+            set_return=field_setter(slot_type, "nvmlReturn"),
+            get_value=field_getter(slot_type, "value"),
+        )
+
+
 class GpmTracker:
     """Keeps GPM samples per stream and turns consecutive pairs into 0–1 ratios."""
 
@@ -41,7 +71,7 @@ class GpmTracker:
         self._guard = guard
         self._min_interval = min_interval
         self._streams: dict[Hashable, _Stream] = {}
-        self._requests: dict[tuple[int, ...], tuple[Any, list[Any]]] = {}
+        self._requests: dict[tuple[int, ...], _Request] = {}
         self._version = int(getattr(nvml, "NVML_GPM_METRICS_GET_VERSION", 1))
 
     def read(
@@ -83,37 +113,38 @@ class GpmTracker:
     def _diff(
         self, device_key: Hashable, *, first: Any, second: Any, metrics: tuple[int, ...]
     ) -> tuple[float | None, ...]:
-        request, slots = self._request_for(metrics)
-        request.sample1 = first
-        request.sample2 = second
-        for slot in slots:
-            slot.nvmlReturn = _NOT_READ  # so a slot the library leaves untouched never reads as a stale success
-        if self._guard.call(device_key, "nvmlGpmMetricsGet", request, label="gpm_metrics") is None:
+        request = self._request_for(metrics)
+        request.set_sample1(request.struct, first)
+        request.set_sample2(request.struct, second)
+        set_return = request.set_return
+        for slot in request.slots:
+            set_return(slot, _NOT_READ)  # so a slot the library leaves untouched never reads as a stale success
+        if self._guard.call(device_key, "nvmlGpmMetricsGet", request.struct, label="gpm_metrics") is None:
             return (None,) * len(metrics)
+        get_return, get_value = request.get_return, request.get_value
         values: list[float | None] = []
-        for slot in slots:
-            if slot.nvmlReturn == NVML_SUCCESS:
-                values.append(min(max(slot.value / 100.0, 0.0), 1.0))
+        for slot in request.slots:
+            if get_return(slot) == NVML_SUCCESS:
+                values.append(min(max(get_value(slot) / 100.0, 0.0), 1.0))
             else:
                 self._guard.counts.add("gpm_metric_unavailable")
                 values.append(None)
         return tuple(values)
 
-    def _request_for(self, metrics: tuple[int, ...]) -> tuple[Any, list[Any]]:
+    def _request_for(self, metrics: tuple[int, ...]) -> _Request:
         """One c_nvmlGpmMetricsGet_t per metric set, filled once and reused (the sampler runs one tick at a time).
 
         pynvml's nvmlGpmMetricsGet passes the struct as-is, so the caller must set ``version`` (nvml.md §3b).
-        Reuse matters: each field access on pynvml's _PrintableStructure goes through Python-level hooks.
         """
         cached = self._requests.get(metrics)
         if cached is None:
-            request = self._nvml.c_nvmlGpmMetricsGet_t()
-            request.version = self._version
-            request.numMetrics = len(metrics)
-            slots = [request.metrics[position] for position in range(len(metrics))]  # views into the struct
+            struct = self._nvml.c_nvmlGpmMetricsGet_t()
+            struct.version = self._version
+            struct.numMetrics = len(metrics)
+            slots = [struct.metrics[position] for position in range(len(metrics))]  # views into the struct
             for slot, metric in zip(slots, metrics):
                 slot.metricId = metric
-            cached = self._requests[metrics] = (request, slots)
+            cached = self._requests[metrics] = _Request.around(struct, slots)
         return cached
 
     def forget(self, stream_key: Hashable) -> None:

@@ -22,12 +22,16 @@ from watchdog.sampling.errors import CallGuard, ErrorCounts, GpuLost, StaleHandl
 from watchdog.sampling.gpm import DRAM_BW_UTIL, SM_OCCUPANCY, SM_UTIL, GpmTracker
 from watchdog.sampling.inventory import GpuEntry, MigEntry, enumerate_instances, open_gpu, read_mig_mode, text
 from watchdog.sampling.processes import ProcessReader
+from watchdog.sampling.structs import FieldReader
 
 log = logging.getLogger(__name__)
 
 EVENT_REASONS = "nvmlDeviceGetCurrentClocksEventReasons"
 THROTTLE_REASONS = "nvmlDeviceGetCurrentClocksThrottleReasons"  # deprecated name of the same mask (R535 rename)
 _ALL_GPUS = -1
+# Per-type getter caches (pure functions of the struct type), so sharing them between samplers is harmless.
+_MEMORY_V2_FIELDS = FieldReader("total", "used", "reserved")
+_MEMORY_V1_FIELDS = FieldReader("total", "used")
 
 
 class NvmlUnavailable(RuntimeError):
@@ -319,13 +323,15 @@ class NvmlSampler:
         if not guard.is_unsupported(key, "memory_v2"):
             memory = guard.call(key, "nvmlDeviceGetMemoryInfo", handle, self._memory_v2, label="memory_v2", mig=mig)
             if memory is not None:
-                return int(memory.total), int(memory.used), int(memory.reserved)
+                total, used, reserved = _MEMORY_V2_FIELDS(memory)  # hook-free reads, see sampling.structs
+                return int(total), int(used), int(reserved)
             if not guard.is_unsupported(key, "memory_v2"):
                 return None, None, None  # transient: no fallback, the value is simply missing this tick
         memory = guard.call(key, "nvmlDeviceGetMemoryInfo", handle, label="memory_v1", mig=mig)
         if memory is None:
             return None, None, None
-        return int(memory.total), int(memory.used), None
+        total, used = _MEMORY_V1_FIELDS(memory)
+        return int(total), int(used), None
 
     def _clock_reasons(self, key: str, handle: Any) -> int | None:
         self._guard.last_error_code = None
