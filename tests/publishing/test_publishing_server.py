@@ -117,7 +117,7 @@ async def test_readyz_waits_for_the_first_full_sample(client, agent):
 
 
 async def test_real_port_start_stop(agent, rich_snapshot):
-    settings = PublishingSettings(host="127.0.0.1", port=0)
+    settings = PublishingSettings(host="127.0.0.1", port=0, gzip=True)
     server = MetricsServer.from_settings(settings, snapshot_provider=agent.latest, alive=agent.is_alive)
     port = await server.start()
     try:
@@ -141,6 +141,19 @@ async def test_real_port_start_stop(agent, rich_snapshot):
     async with aiohttp.ClientSession() as session:
         with pytest.raises(aiohttp.ClientConnectionError):
             await session.get(f"http://127.0.0.1:{port}/healthz")
+
+
+async def test_gzip_is_off_by_default(agent, rich_snapshot):
+    server = MetricsServer.from_settings(PublishingSettings(host="127.0.0.1", port=0),
+                                         snapshot_provider=agent.latest, alive=agent.is_alive)
+    port = await server.start()
+    try:
+        async with aiohttp.ClientSession() as session:
+            async with session.get(f"http://127.0.0.1:{port}/metrics") as response:
+                assert "Content-Encoding" not in response.headers
+                assert await response.read() == render(rich_snapshot, False)
+    finally:
+        await server.stop()
 
 
 async def test_gzip_can_be_switched_off(rich_snapshot):

@@ -8,5 +8,9 @@ from watchdog.config._base import Section
 class PublishingSettings(Section):
     host: str = Field("0.0.0.0", description="Address the metrics/health server binds to.")
     port: int = Field(9435, ge=0, le=65535, description="Port of /metrics, /healthz and /readyz (0 = any free port).")
-    gzip: bool = Field(True, description="Compress /metrics with gzip when the scraper accepts it.")
+    gzip: bool = Field(
+        False,
+        description="Compress /metrics with gzip when the scraper accepts it: ~14x fewer bytes for ~1.4 ms more CPU "
+        "per scrape at 56 MIG instances. Off by default: an in-cluster scrape is cheaper to send than to compress.",
+    )
     gzip_level: int = Field(1, ge=1, le=9, description="gzip level of /metrics (1 = fastest; bodies are cached).")
