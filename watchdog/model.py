@@ -349,3 +349,4 @@ class Snapshot:
     ready: bool = False
     tenant_label: str | None = None  # pod label key that names the tenant, when configured
     policy_reloads: Mapping[str, int] = field(default_factory=lambda: EMPTY)  # ("success"|"failure") → n
+    mqtt: Mapping[str, int] | None = None  # published, dropped, connect_failures, connected; None when off

@@ -38,6 +38,8 @@ async def test_agent_publishes_findings_and_status(broker, subscribe, tmp_path):
             assert event["event"] == "new" and event["kind"] == "interference"
             assert (event["culprit"]["namespace"], event["culprit"]["name"]) == ("batch", "hog")
             assert [(v["namespace"], v["name"]) for v in event["victims"]] == [("prod", "serve")]
+            snapshot = await agent.cycle_once()  # the exporter sees the stream's own counters
+            assert snapshot.mqtt["published"] >= 2 and snapshot.mqtt["connected"] == 1
         finally:
             for task in tasks:
                 task.cancel()

@@ -146,6 +146,7 @@ def build_rich_snapshot(*, tenant_label: str | None = "team") -> Snapshot:
         ready=True,
         tenant_label=tenant_label,
         policy_reloads={"success": 2},
+        mqtt={"published": 12, "dropped": 1, "connect_failures": 2, "connected": 1},
     )
 
 

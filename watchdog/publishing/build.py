@@ -60,6 +60,11 @@ def add_agent_series(book: FamilyBook, *, snapshot: Snapshot, owners: Owners) ->
     reloads.update(snapshot.policy_reloads)
     for result, count in reloads.items():
         book[c.POLICY_RELOADS].add((node, result), count)
+    if snapshot.mqtt is not None:  # only when the stream is enabled
+        book[c.MQTT_PUBLISHED].add((node,), snapshot.mqtt.get("published", 0))
+        book[c.MQTT_DROPPED].add((node,), snapshot.mqtt.get("dropped", 0))
+        book[c.MQTT_CONNECT_FAILURES].add((node,), snapshot.mqtt.get("connect_failures", 0))
+        book[c.MQTT_CONNECTED].add((node,), snapshot.mqtt.get("connected", 0))
     attribution = snapshot.attribution
     if attribution is not None:
         book[c.ATTRIBUTION_HEALTHY].add((node,), 1 if attribution.healthy else 0)

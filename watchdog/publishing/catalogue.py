@@ -177,6 +177,12 @@ MODE = _gauge("mode", "1 for the agent's current action mode, 0 for the others."
 EVICTIONS_PAUSED = _gauge("evictions_paused", "1 while the kill switch pauses evictions.", ("node",))
 READY = _gauge("ready", "1 once the first full sample is in.", ("node",))
 POLICY_RELOADS = _counter("policy_reloads_total", "Policy file reloads by result.", ("node", "result"))
+MQTT_PUBLISHED = _counter("mqtt_messages_published_total", "Events the MQTT broker acknowledged.", ("node",))
+MQTT_DROPPED = _counter(
+    "mqtt_messages_dropped_total", "Events dropped: queue full while the broker was away, or retries spent.", ("node",)
+)
+MQTT_CONNECT_FAILURES = _counter("mqtt_connect_failures_total", "Failed connections to the MQTT broker.", ("node",))
+MQTT_CONNECTED = _gauge("mqtt_connected", "1 while the MQTT event stream is connected.", ("node",))
 ATTRIBUTION_HEALTHY = _gauge(
     "attribution_healthy", "1 when pods could be attributed this cycle (kubelet and API read).", ("node",)
 )

@@ -104,6 +104,7 @@ class Agent:
             on_relist=self.pods.replace,
             gpu_memory_resource=settings.attribution.gpu_memory_request_resource,
         ) if kube is not None else None
+        self.mqtt = MqttPublisher(settings.mqtt, node=self.node) if settings.mqtt.enabled else None
         self.cycle = Cycle(
             state=self.state,
             sampler=self.sampler,
@@ -118,11 +119,11 @@ class Agent:
             external_signals=external_signals,
             on_tick=on_tick,
             paused=self.kill_switch.paused,
+            mqtt_counters=self._mqtt_counters if self.mqtt is not None else None,
         )
         self.server = MetricsServer.from_settings(
             settings.publishing, snapshot_provider=lambda: self.cycle.snapshot, alive=self._alive
         )
-        self.mqtt = MqttPublisher(settings.mqtt, node=self.node) if settings.mqtt.enabled else None
         self.port: int | None = None
         self.tick = 0
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -152,6 +153,11 @@ class Agent:
     def _on_event_from_thread(self, event) -> None:
         if self._loop is not None and not self._loop.is_closed():
             self._loop.call_soon_threadsafe(self.state.add_xid, event)
+
+    def _mqtt_counters(self) -> dict[str, int]:
+        counters = self.mqtt.counters()
+        return {"published": counters.published, "dropped": counters.dropped,
+                "connect_failures": counters.connect_failures, "connected": int(counters.connected)}
 
     def _alive(self) -> bool:
         return self._running

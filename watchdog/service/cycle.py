@@ -42,6 +42,7 @@ class Cycle:
         external_signals: Callable[[], Mapping[str, float]] | None = None,
         on_tick: TickHook | None = None,
         paused: Callable[[], bool] = lambda: False,
+        mqtt_counters: Callable[[], Mapping[str, int]] | None = None,
         to_thread: Callable[..., Any] = asyncio.to_thread,
     ) -> None:
         self.state = state
@@ -57,6 +58,7 @@ class Cycle:
         self.external_signals = external_signals
         self.on_tick = on_tick
         self.paused = paused
+        self.mqtt_counters = mqtt_counters
         self.to_thread = to_thread
         self.findings: tuple[Finding, ...] = ()
         self.snapshot: Snapshot = state.snapshot(
@@ -82,6 +84,7 @@ class Cycle:
             evictions=self.action.counts,
             mode=self.action.policy.mode,
             paused=self.paused(),
+            mqtt=self.mqtt_counters() if self.mqtt_counters is not None else None,
         )
         return self.snapshot
 

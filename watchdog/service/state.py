@@ -68,6 +68,7 @@ class AgentState:
         evictions: Mapping[tuple[str, str, str], int],
         mode: Mode,
         paused: bool,
+        mqtt: Mapping[str, int] | None = None,
     ) -> Snapshot:
         return Snapshot(
             node=self.node,
@@ -83,6 +84,7 @@ class AgentState:
             ready=self.ready,
             tenant_label=self.tenant_label,
             policy_reloads=MappingProxyType(dict(self.policy_reloads)),
+            mqtt=None if mqtt is None else MappingProxyType(dict(mqtt)),
         )
 
 
