@@ -21,6 +21,14 @@ def test_yaml_then_environment_then_flags(tmp_path):
     assert settings.attribution.kubelet_socket == "/var/lib/kubelet/pod-resources/kubelet.sock"
 
 
+def test_service_link_variables_are_not_settings():
+    environ = {"GPU_WATCHDOG_METRICS_PORT": "tcp://10.0.0.1:9435", "GPU_WATCHDOG_SERVICE_HOST": "10.0.0.1",
+               "GPU_WATCHDOG_CONTROLLER_PORT_8443_TCP": "tcp://10.0.0.2:8443", "GPU_WATCHDOG_NODE_NAME": "n1",
+               "GPU_WATCHDOG_PUBLISHING__PORT": "9100"}
+    settings = load_settings(environ=environ)
+    assert settings.node_name == "n1" and settings.publishing.port == 9100
+
+
 def test_invalid_settings_name_every_field(tmp_path):
     path = tmp_path / "bad.yaml"
     path.write_text("publishing: {port: 70000}\nsampling: {interval_seconds: -1}\nno_such_topic: 1\n")

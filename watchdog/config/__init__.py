@@ -76,7 +76,7 @@ def load_settings(
 ) -> Settings:
     """Defaults < YAML file < environment < flags; raises ConfigError naming each invalid field."""
     data: dict[str, Any] = read_yaml(path) if path else {}
-    data = deep_merge(data, env_overrides(environ))
+    data = deep_merge(data, env_overrides(environ, known=Settings.model_fields))
     data = deep_merge(data, dict(flags or {}))
     return validate(Settings, data, source=str(path or "settings"))
 

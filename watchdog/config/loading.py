@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Mapping, TypeVar
+from typing import Any, Iterable, Mapping, TypeVar
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -45,15 +45,21 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     return data
 
 
-def env_overrides(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """``GPU_WATCHDOG_PUBLISHING__PORT=9000`` → {"publishing": {"port": "9000"}} (pydantic coerces the text)."""
+def env_overrides(environ: Mapping[str, str] | None = None, *, known: Iterable[str] = ()) -> dict[str, Any]:
+    """``GPU_WATCHDOG_PUBLISHING__PORT=9000`` → {"publishing": {"port": "9000"}} (pydantic coerces the text).
+
+    Only variables whose first part names a top-level setting in ``known`` are taken. Kubernetes injects
+    service-link variables into every pod (a Service "gpu-watchdog-metrics" gives GPU_WATCHDOG_METRICS_PORT=tcp://…);
+    taken as settings, they would make the agent refuse to start.
+    """
     environ = os.environ if environ is None else environ
+    known = set(known)
     out: dict[str, Any] = {}
     for name, value in environ.items():
         if not name.startswith(ENV_PREFIX):
             continue
         parts = [p.lower() for p in name[len(ENV_PREFIX):].split("__") if p]
-        if not parts:
+        if not parts or parts[0] not in known:
             continue
         node = out
         for part in parts[:-1]:
