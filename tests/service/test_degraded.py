@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
+import aiohttp
+
 from tests.service.conftest import SCENARIOS, poll
+
+
+async def _scrape(port: int) -> str:
+    async with aiohttp.ClientSession() as session:
+        async with session.get(f"http://127.0.0.1:{port}/metrics") as response:
+            return await response.text()
 
 TIMESLICE = SCENARIOS / "interference-timeslice-a100.yaml"
 
@@ -18,7 +26,11 @@ async def test_kubelet_down_then_back(drive):
     assert not snapshot.attribution.healthy and not snapshot.attribution.kubelet_ok
     assert dict((s.name, s.success) for s in snapshot.stages)["attribution"] is False
     assert snapshot.sample is not None and len(snapshot.sample.gpus) == 3  # sampling goes on
-    assert all(not pods for pods in snapshot.attribution.devices.values())  # no stale pod labels
+    assert snapshot.attribution.devices == {} and snapshot.attribution.processes  # /proc still places processes
+    body = await _scrape(driver.agent.port)
+    assert 'gpu_watchdog_stage_success{node="sim-node-1",stage="attribution"} 0' in body
+    mig_lines = [line for line in body.splitlines() if line.startswith("gpu_watchdog_mig_memory_used_bytes{")]
+    assert mig_lines and all('namespace=""' in line and 'pod=""' in line for line in mig_lines)  # no stale labels
     await driver.world.kubelet.start()
     for _ in range(70):  # the retry backoff (1 s doubling, capped at 60 s of simulated time) ends
         await driver.ticks(1)

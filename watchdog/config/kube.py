@@ -19,6 +19,3 @@ class KubeSettings(Section):
         290, gt=0, description="timeoutSeconds of one pod watch request; the watch then resumes from its last version."
     )
     watch_backoff_max_seconds: float = Field(30.0, gt=0, description="Longest wait between failed pod list/watch tries.")
-    gpu_memory_resource: str | None = Field(
-        None, description="Extended resource whose request (in MiB) states a pod's GPU memory, e.g. 'example.com/gpu-mem'."
-    )

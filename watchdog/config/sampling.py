@@ -10,6 +10,9 @@ class SamplingSettings(Section):
     gpm_min_interval_seconds: float = Field(
         0.1, ge=0.1, description="GPM samples closer than this are not diffed (NVML needs >100 ms)."
     )
+    sample_timeout_seconds: float = Field(
+        10.0, gt=0, description="A sample still running after this fails its cycle; no second one starts meanwhile."
+    )
     events: bool = Field(True, description="Watch Xid/ECC/MIG-change events in a dedicated thread.")
     event_wait_ms: int = Field(1000, ge=10, le=5000, description="Bounded wait of nvmlEventSetWait, so stop is prompt.")
     lost_retry_seconds: float = Field(

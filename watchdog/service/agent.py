@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from contextlib import AsyncExitStack
 from types import ModuleType
 from typing import Any, Awaitable, Callable, Mapping
@@ -16,9 +17,8 @@ from typing import Any, Awaitable, Callable, Mapping
 from watchdog.action import ActionStage
 from watchdog.action.audit import AuditLog
 from watchdog.action.killswitch import KillSwitch
-from watchdog.attribution.assignments import KubeletAssignments
 from watchdog.attribution.cgroups import ProcReader
-from watchdog.attribution.kubelet import PodResourcesClient
+from watchdog.attribution.kubelet import assignments_from_settings
 from watchdog.attribution.pods import PodCache
 from watchdog.config import Policy, Settings, load_policy
 from watchdog.detection import Detector
@@ -92,16 +92,14 @@ class Agent:
         if external_signals is None and self.signals is not None:
             external_signals = self.signals.values
         self.detector = Detector(self.policy.detection, tenant_label=settings.attribution.tenant_label)
-        self.kubelet = KubeletAssignments(
-            PodResourcesClient(settings.attribution.kubelet_socket, resources=settings.attribution.resources),
-            refresh_seconds=settings.attribution.refresh_seconds,
-            unknown_refresh_seconds=settings.attribution.unknown_refresh_seconds,
-        )
+        self.kubelet = assignments_from_settings(settings.attribution)
         self.pod_watcher = PodWatcher(
             kube,
             node=self.node,
             on_event=self._on_pod_event,
             on_relist=self.pods.replace,
+            watch_timeout_seconds=settings.kube.watch_timeout_seconds,
+            backoff_max=settings.kube.watch_backoff_max_seconds,
             gpu_memory_resource=settings.attribution.gpu_memory_request_resource,
         ) if kube is not None else None
         self.mqtt = MqttPublisher(settings.mqtt, node=self.node) if settings.mqtt.enabled else None
@@ -121,6 +119,7 @@ class Agent:
             paused=self.kill_switch.paused,
             mqtt_counters=self._mqtt_counters if self.mqtt is not None else None,
         )
+        self.cycle.sample_timeout = settings.sampling.sample_timeout_seconds
         self.server = MetricsServer.from_settings(
             settings.publishing, snapshot_provider=lambda: self.cycle.snapshot, alive=self._alive
         )
@@ -129,6 +128,7 @@ class Agent:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stack = AsyncExitStack()
         self._running = False
+        self._last_progress = time.monotonic()
 
     # ------------------------------------------------------------------------------------------ wiring
 
@@ -160,7 +160,9 @@ class Agent:
                 "connect_failures": counters.connect_failures, "connected": int(counters.connected)}
 
     def _alive(self) -> bool:
-        return self._running
+        """Alive while cycles keep completing: a loop stuck for many intervals fails the liveness probe."""
+        limit = max(30.0, 10 * self.settings.sampling.interval_seconds)
+        return self._running and time.monotonic() - self._last_progress < limit
 
     # --------------------------------------------------------------------------------------- lifecycle
 
@@ -182,9 +184,7 @@ class Agent:
         return self.port
 
     async def kubelet_close(self) -> None:
-        client = getattr(self.kubelet, "_client", None)
-        if client is not None:
-            await client.close()
+        await self.kubelet.close()
 
     async def stop(self) -> None:
         self._running = False
@@ -199,6 +199,7 @@ class Agent:
             self.state.stage_done("events", seconds=0.0, success=self.xids.running,
                                   detail="" if self.xids.running else "Xid event thread not running")
         snapshot = await self.cycle.run(self.tick)
+        self._last_progress = time.monotonic()
         self.tick += 1
         if self.mqtt is not None:
             self.mqtt.offer(previous, snapshot)
@@ -207,9 +208,9 @@ class Agent:
     async def _ticker(self) -> None:
         interval = self.settings.sampling.interval_seconds
         while True:
-            started = self.clock()
+            started = time.monotonic()  # the cycle's own duration, immune to wall-clock steps
             await self.cycle_once()
-            await self.sleep(max(0.0, interval - (self.clock() - started)))
+            await self.sleep(min(interval, max(0.0, interval - (time.monotonic() - started))))
 
     async def run(self, *, ticks: int | None = None) -> None:
         """Start, run every long-lived task until cancelled (or ``ticks`` cycles), then stop cleanly."""

@@ -64,19 +64,23 @@ class Cycle:
         self.snapshot: Snapshot = state.snapshot(
             sample=None, attribution=None, findings=(), evictions={}, mode=action.policy.mode, paused=False
         )
+        self.sample_timeout = 10.0
+        self._sampling: asyncio.Future | None = None  # the NVML sample in flight, if one outlived its cycle
         self._sampler_errors = CounterDelta()
         self._proc_errors = CounterDelta()
 
     async def run(self, tick: int) -> Snapshot:
         sample = await self._sample(tick)
+        if sample is None:
+            self._drain_without_sample()
         attribution = self._attribute(sample) if sample is not None else None
         findings = self._detect(sample, attribution) if sample is not None and attribution is not None else ()
         if attribution is not None:
             await self._act(findings, attribution)
         if sample is not None and attribution is not None and self.on_tick is not None:
             self._fenced("publishing", lambda: self.on_tick(sample, attribution, findings))
-        if sample is not None:
-            self.state.ready = True
+        if sample is not None and any(not gpu.lost for gpu in sample.gpus):
+            self.state.ready = True  # ready after the first sample that saw a working GPU
         self.snapshot = self.state.snapshot(
             sample=sample,
             attribution=attribution,
@@ -92,8 +96,19 @@ class Cycle:
 
     async def _sample(self, tick: int) -> NodeSample | None:
         started = time.perf_counter()
+        if self._sampling is not None and not self._sampling.done():
+            # A hung NVML call (a GPU in a bad state) cannot be interrupted; never stack a second one on it.
+            self.state.count_errors("sampling", {"still_running": 1})
+            self.state.stage_done("sampling", seconds=0.0, success=False, detail="previous NVML sample still running")
+            return None
+        self._sampling = asyncio.ensure_future(self.to_thread(self.sampler.sample, tick))
         try:
-            sample = await self.to_thread(self.sampler.sample, tick)
+            sample = await asyncio.wait_for(asyncio.shield(self._sampling), self.sample_timeout)
+        except asyncio.TimeoutError:
+            self.state.count_errors("sampling", {"timeout": 1})
+            self.state.stage_done("sampling", seconds=time.perf_counter() - started, success=False,
+                                  detail=f"NVML sample took over {self.sample_timeout:g}s")
+            return None
         except Exception as exc:  # the sampler guards each device; this is the last fence
             log.exception("sampling failed at tick %d", tick)
             self.state.count_errors("sampling", {type(exc).__name__.lower(): 1})
@@ -109,6 +124,10 @@ class Cycle:
         )
         events = self.state.drain_xids()
         return dataclasses.replace(sample, xids=sample.xids + events) if events else sample
+
+    def _drain_without_sample(self) -> None:
+        """Xids still count when a cycle has no sample (the events thread runs apart from sampling)."""
+        self.state.drain_xids()
 
     def _attribute(self, sample: NodeSample) -> Attribution:
         started = time.perf_counter()

@@ -1,0 +1,57 @@
+"""The cycle's fences: a hung NVML call fails its cycle without stacking a second one; settings reach the stages."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+from tests.service.conftest import SCENARIOS
+
+
+class HangingSampler:
+    """The real sampler, except that its next sample() blocks until released (a GPU stuck in a driver call)."""
+
+    def __init__(self, sampler) -> None:
+        self.sampler = sampler
+        self.release = threading.Event()
+        self.calls = 0
+
+    def sample(self, tick):
+        self.calls += 1
+        self.release.wait(timeout=30)
+        return self.sampler.sample(tick)
+
+    def error_counts(self):
+        return self.sampler.error_counts()
+
+
+async def test_a_hung_sample_fails_its_cycle_and_blocks_no_other(drive):
+    driver = await drive(SCENARIOS / "demo.yaml", events=False)
+    cycle = driver.agent.cycle
+    hanging = HangingSampler(cycle.sampler)
+    cycle.sampler, cycle.sample_timeout = hanging, 0.05
+    snapshot = await driver.ticks(1)
+    stages = {s.name: s for s in snapshot.stages}
+    assert not stages["sampling"].success and "took over" in stages["sampling"].detail
+    snapshot = await driver.ticks(1)
+    stages = {s.name: s for s in snapshot.stages}
+    assert "still running" in stages["sampling"].detail and hanging.calls == 1  # never a second call on top
+    assert snapshot.errors[("sampling", "timeout")] == 1 and snapshot.errors[("sampling", "still_running")] == 1
+    hanging.release.set()
+    while cycle._sampling is not None and not cycle._sampling.done():
+        await asyncio.sleep(0.01)  # bounded by the release above: the worker thread finishes its call
+    snapshot = await driver.ticks(1)
+    assert {s.name: s.success for s in snapshot.stages}["sampling"] and snapshot.sample is not None
+
+
+async def test_settings_reach_the_stages(drive):
+    driver = await drive(SCENARIOS / "demo.yaml", events=False,
+                         attribution={"refresh_seconds": 7.0, "kubelet_timeout_seconds": 3.0,
+                                      "backoff_max_seconds": 9.0},
+                         kube={"watch_timeout_seconds": 33, "watch_backoff_max_seconds": 4.0},
+                         sampling={"sample_timeout_seconds": 2.5})
+    agent = driver.agent
+    assert agent.kubelet._refresh_seconds == 7.0 and agent.kubelet._backoff_max == 9.0
+    assert agent.kubelet._client.timeout == 3.0
+    assert agent.pod_watcher.watch_timeout_seconds == 33 and agent.pod_watcher.backoff_max == 4.0
+    assert agent.cycle.sample_timeout == 2.5
