@@ -5,11 +5,11 @@ FROM python:3.12-slim AS build
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY watchdog ./watchdog
+COPY scenarios ./scenarios
 RUN python -m venv /opt/gpu-watchdog && /opt/gpu-watchdog/bin/pip install --no-cache-dir .
 
 FROM python:3.12-slim
 COPY --from=build /opt/gpu-watchdog /opt/gpu-watchdog
-COPY scenarios /opt/gpu-watchdog/scenarios
 # Runs as root: the kubelet's pod-resources socket is root-only. The DaemonSet keeps the root filesystem read-only.
 ENTRYPOINT ["/opt/gpu-watchdog/bin/gpu-watchdog"]
 CMD ["run"]

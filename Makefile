@@ -35,6 +35,7 @@ test: $(STAMP) debs
 	$(BIN)/pytest -p no:cacheprovider $(PYTEST_ARGS)
 
 bench: $(STAMP)
+	$(BIN)/python bench/bench_tick.py
 	$(BIN)/python bench/bench_sampling.py
 	$(BIN)/python bench/bench_exporter.py
 	$(BIN)/python bench/bench_attribution.py

@@ -67,3 +67,24 @@ def test_demo_serves_memory_and_bandwidth_for_every_mig_instance(tmp_path):
     finally:
         process.terminate()
         process.wait(timeout=30)
+
+
+def test_record_never_acts_and_writes_a_trace_replay_accepts(tmp_path):
+    import json
+
+    from watchdog.cli import main
+
+    config = tmp_path / "settings.yaml"
+    audit = tmp_path / "audit.jsonl"
+    config.write_text(f"audit_log: {audit}\npolicy: {{action: {{mode: enforce}}}}\n")
+    out = tmp_path / "trace.jsonl"
+    scenario = str(REPO / "scenarios" / "interference-timeslice-a100.yaml")
+    assert main(["record", "--simulate", scenario, "--ticks", "200", "--speed", "1e6", "--out", str(out),
+                 "--config", str(config)]) == 0
+    lines = out.read_text().splitlines()
+    assert len(lines) == 201 and json.loads(lines[0])["format"] == "gpu-watchdog-trace"
+    results = {json.loads(line)["result"] for line in audit.read_text().splitlines()}
+    assert "observed" in results and not results & {"evicted", "dry_run"}  # the recorder is no actor
+    report = run_cli("replay", str(out))
+    assert report.returncode == 0, report.stderr
+    assert any(f["kind"] == "interference" for f in json.loads(report.stdout)["findings"])

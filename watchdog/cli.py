@@ -11,6 +11,7 @@ import asyncio
 import json
 import logging
 import os
+import signal
 import socket
 import sys
 import time
@@ -81,7 +82,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         from watchdog.demo.runner import run_simulated
 
         _setup_logging()
-        return _run_async(run_simulated(args.simulate, port=args.port or 9435, config=args.config, flags=flags))
+        port = 9435 if args.port is None else args.port
+        return _run_async(run_simulated(args.simulate, port=port, config=args.config, flags=flags))
     settings, nvml, status = _load_real(args)
     if status:
         return status
@@ -107,7 +109,7 @@ def _load_real(args: argparse.Namespace):
         return None, None, 2
 
 
-async def _run_real(settings, nvml, on_tick=None) -> None:
+async def _run_real(settings, nvml, on_tick=None, *, ticks: int | None = None) -> None:
     from watchdog.kube.client import KubeApi
     from watchdog.service.agent import Agent
 
@@ -123,7 +125,7 @@ async def _run_real(settings, nvml, on_tick=None) -> None:
         log.error("Kubernetes API unavailable, running without pod metadata or actions: %s", exc)
         kube = None
     try:
-        await Agent(settings, nvml=nvml, clock=time.time, kube=kube, on_tick=on_tick).run()
+        await Agent(settings, nvml=nvml, clock=time.time, kube=kube, on_tick=on_tick).run(ticks=ticks)
     except ConfigError as exc:
         raise SystemExit(f"gpu-watchdog: {exc}") from None
     except NvmlUnavailable as exc:
@@ -156,15 +158,21 @@ def cmd_probe(args: argparse.Namespace) -> int:
 
 
 def cmd_record(args: argparse.Namespace) -> int:
+    """Record in observe mode: a recorder beside a running DaemonSet must never become a second actor."""
     from watchdog.trace import TraceHeader, TraceWriter
 
     _setup_logging()
     writers: list[TraceWriter] = []
     source = f"simulated:{args.simulate}" if args.simulate else "nvml"
+    flags = {"policy": {"action": {"mode": "observe"}}, "policy_file": None}
+    try:
+        interval = load_settings(args.config, flags=flags).sampling.interval_seconds
+    except ConfigError as exc:
+        print(f"gpu-watchdog: {exc}", file=sys.stderr)
+        return 2
 
     def on_tick(sample, attribution, findings) -> None:
-        if not writers:  # the header names the node and tick length, known once the agent runs
-            interval = load_settings(args.config).sampling.interval_seconds if args.config else 1.0
+        if not writers:  # the header names the node, known once the agent runs
             header = TraceHeader(node=sample.node, tick_seconds=interval, started=sample.timestamp, source=source)
             writers.append(TraceWriter(args.out, header=header))
         writers[0].write(sample, attribution)
@@ -174,11 +182,12 @@ def cmd_record(args: argparse.Namespace) -> int:
             from watchdog.demo.runner import run_simulated
 
             return _run_async(run_simulated(args.simulate, port=args.port, config=args.config, on_tick=on_tick,
-                                            ticks=args.ticks, speed=args.speed))
+                                            ticks=args.ticks, speed=args.speed, flags=flags))
+        args.mode = "observe"
         settings, nvml, status = _load_real(args)
         if status:
             return status
-        return _run_async(_run_real(settings, nvml, on_tick))
+        return _run_async(_run_real(settings, nvml, on_tick, ticks=args.ticks))
     finally:
         for writer in writers:
             writer.close()
@@ -224,8 +233,21 @@ def cmd_controller(args: argparse.Namespace) -> int:
 
 
 def _run_async(coro) -> int:
+    """Run until done, Ctrl-C or SIGTERM (a pod stop): both cancel the main task so every stage shuts down cleanly
+    (the Xid thread stops, NVML shuts down, the MQTT stream says offline, a leader releases its Lease)."""
+
+    async def main() -> None:
+        task = asyncio.current_task()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, task.cancel)
+        try:
+            await coro
+        except asyncio.CancelledError:
+            log.info("stopping")
+
     try:
-        asyncio.run(coro)
+        asyncio.run(main())
     except KeyboardInterrupt:
         pass
     return 0

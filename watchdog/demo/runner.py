@@ -16,12 +16,13 @@ from typing import Any, Callable
 from watchdog.demo.table import render_table
 from watchdog.kube.client import KubeApi
 from watchdog.service.agent import Agent
+from watchdog.sim import DEMO_SCENARIO
 from watchdog.world import SimulatedWorld
 
 log = logging.getLogger(__name__)
 
-DEFAULT_SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "demo.yaml"
-"""The built-in demo scenario, scenarios/demo.yaml in the source checkout."""
+DEFAULT_SCENARIO = DEMO_SCENARIO
+"""The built-in demo scenario (scenarios/demo.yaml, or its installed copy)."""
 
 
 async def run_simulated(

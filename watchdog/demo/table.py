@@ -56,7 +56,7 @@ def render_table(snapshot: Snapshot) -> str:
         label = gpu.name.replace("NVIDIA ", "")[:17]
         lines.append(
             f"{gpu.index:<4}{label:<18}{'MIG' if gpu.mig_enabled else '-':<7}"
-            f"{_mem(gpu.memory_used_bytes, gpu.memory_total_bytes):>17} {_pct(gpu.dram_bw_util or gpu.memory_util):>5} "
+            f"{_mem(gpu.memory_used_bytes, gpu.memory_total_bytes):>17} {_pct(gpu.dram_bw_util if gpu.dram_bw_util is not None else gpu.memory_util):>5} "
             f"{_pct(gpu.sm_util if gpu.sm_util is not None else gpu.gpu_util):>5} {clock:>9} {_throttle(gpu):<9}"
             f"{power:>7} {_xids(snapshot, gpu.index, None):>4}  {len(gpu.processes):>5}  "
             f"{'' if gpu.mig_enabled else _owners(attribution, gpu.uuid)}"

@@ -10,6 +10,7 @@ time-slice replicas are filled in deterministically from the seed.
 from __future__ import annotations
 
 import hashlib
+import sys
 from pathlib import Path
 from typing import Any, Literal
 
@@ -21,7 +22,16 @@ from watchdog.sim.profiles import GPU_MODELS, place_instances
 
 ModelKey = Literal["A100-SXM4-40GB", "H100-80GB-HBM3", "H200-141GB"]
 OwnerKind = Literal["DaemonSet", "ReplicaSet", "StatefulSet", "Job", "Node"]
-DEMO_SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "demo.yaml"
+
+
+def _demo_scenario() -> Path:
+    """scenarios/demo.yaml of the source checkout, else the copy installed under <prefix>/share/gpu-watchdog."""
+    checkout = Path(__file__).resolve().parents[2] / "scenarios" / "demo.yaml"
+    installed = Path(sys.prefix) / "share" / "gpu-watchdog" / "scenarios" / "demo.yaml"
+    return checkout if checkout.exists() else installed
+
+
+DEMO_SCENARIO = _demo_scenario()
 
 
 class ScenarioError(ValueError):
