@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import json
 
+import pynvml
+
 from watchdog.sampling import nvml_library, probe
 from watchdog.sim import SimClock, SimulatedNode
 
 _MUTATING = ("Set", "Create", "Destroy", "Reset", "Clear", "Register")
+# The probe's own event set: process-local NVML state, created, registered on, waited on once and freed; it
+# changes nothing on a GPU (nvml.md §4), unlike the Set*/Create*/Destroy* calls on devices above.
+_OWN_EVENT_SET = {"nvmlEventSetCreate", "nvmlDeviceRegisterEvents", "nvmlEventSetWait_v2", "nvmlEventSetFree"}
 
 
 def test_probe_reports_every_call_per_gpu_and_mig_device(node: SimulatedNode, clock: SimClock) -> None:
-    report = probe(node.nvml, sleep=clock.advance)
+    report = probe(node.nvml, sleep=clock.advance, event_wait_ms=5)
 
     json.dumps(report)  # JSON-able all the way down
     assert report["nvmlInit"]["supported"] and report["nvmlShutdown"]["supported"]
@@ -37,12 +42,53 @@ def test_probe_reports_every_call_per_gpu_and_mig_device(node: SimulatedNode, cl
 
 
 def test_probe_only_reads(node: SimulatedNode, clock: SimClock) -> None:
-    probe(node.nvml, sleep=clock.advance)
+    probe(node.nvml, sleep=clock.advance, event_wait_ms=5)
 
     called = {name for name, count in node.nvml.calls.items() if count}
-    assert not [name for name in called if any(verb in name for verb in _MUTATING)]
+    assert not [name for name in called - _OWN_EVENT_SET if any(verb in name for verb in _MUTATING)]
+    assert node.nvml.calls["nvmlEventSetCreate"] == node.nvml.calls["nvmlEventSetFree"] == 1
     assert node.nvml.calls["nvmlGpmSampleAlloc"] == node.nvml.calls["nvmlGpmSampleFree"]
     assert node.nvml.calls["nvmlInit"] == node.nvml.calls["nvmlShutdown"] == 1
+
+
+def test_probe_tries_the_xid_watchers_event_registration(node: SimulatedNode, clock: SimClock) -> None:
+    report = probe(node.nvml, sleep=clock.advance, event_wait_ms=5)
+
+    events = report["events"]
+    json.dumps(events)
+    wanted = (pynvml.nvmlEventTypeXidCriticalError | pynvml.nvmlEventTypeDoubleBitEccError
+              | pynvml.nvmlEventTypeSingleBitEccError | pynvml.nvmlEventMigConfigChange)
+    assert events["wanted_mask"] == wanted
+    assert events["nvmlEventSetCreate"]["supported"] and events["nvmlEventSetFree"]["supported"]
+    assert [gpu["index"] for gpu in events["gpus"]] == [0, 1, 2]
+    for gpu in events["gpus"]:
+        assert gpu["nvmlDeviceGetSupportedEventTypes"]["supported"]
+        assert gpu["mask"] == gpu["nvmlDeviceGetSupportedEventTypes"]["value"] & wanted
+        assert gpu["nvmlDeviceRegisterEvents"] == {"supported": True, "value": None}
+    assert events["registered_gpus"] == 3
+    # Per-instance events through a MIG handle are unsupported (nvml.md §4): the probe asks one MIG handle.
+    assert events["mig_device"]["nvmlDeviceGetSupportedEventTypes"]["error"] == "not_supported"
+    assert events["nvmlEventSetWait_v2"]["error"] == "timeout"  # a quiet node: the normal answer
+    assert node.nvml.calls["nvmlEventSetWait_v2"] == 1
+
+
+def test_probe_records_event_failures_and_still_frees_the_set(node: SimulatedNode, clock: SimClock) -> None:
+    # Twice: the per-GPU calls ask nvmlDeviceGetSupportedEventTypes first, then the events section.
+    node.inject_error("nvmlDeviceGetSupportedEventTypes", pynvml.NVML_ERROR_NOT_SUPPORTED, device_index=1, times=2)
+    node.inject_error("nvmlDeviceRegisterEvents", pynvml.NVML_ERROR_NO_PERMISSION, device_index=2)
+    node.inject_error("nvmlEventSetWait_v2", pynvml.NVML_ERROR_GPU_IS_LOST)
+
+    events = probe(node.nvml, sleep=clock.advance, event_wait_ms=5)["events"]
+
+    first, second, third = events["gpus"]
+    assert first["nvmlDeviceRegisterEvents"]["supported"]
+    assert second["nvmlDeviceGetSupportedEventTypes"]["error"] == "not_supported"
+    assert "nvmlDeviceRegisterEvents" not in second
+    assert third["nvmlDeviceRegisterEvents"]["error"] == "no_permission"
+    assert events["registered_gpus"] == 1
+    assert events["nvmlEventSetWait_v2"]["error"] == "gpu_is_lost"
+    assert events["nvmlEventSetFree"]["supported"]
+    assert node.nvml.calls["nvmlEventSetCreate"] == node.nvml.calls["nvmlEventSetFree"] == 1
 
 
 def test_probe_without_a_driver_says_why(node: SimulatedNode) -> None:

@@ -162,3 +162,18 @@ def test_process_shares_expire_after_the_hold(node: SimulatedNode, clock: SimClo
 )
 def test_profile_is_the_text_after_mig(name: str, profile: str) -> None:
     assert profile_from_name(name) == profile
+
+
+def test_process_utilisation_on_an_idle_gpu_is_nothing_new_not_an_error(clock: SimClock) -> None:
+    node = SimulatedNode.from_scenario({"name": "idle", "gpus": [{"model": "H100-80GB-HBM3"}]}, clock)
+    sampler = NvmlSampler(node.nvml, node="n", clock=clock)
+    sampler.open()
+    try:
+        samples = [sampler.sample(tick) for tick in range(2)]
+    finally:
+        sampler.close()
+        node.close()
+
+    assert all(s.gpus[0].processes == () and not s.gpus[0].mig_enabled for s in samples)
+    assert node.nvml.calls["nvmlDeviceGetProcessUtilization"] == 2  # still asked: a process may start any time
+    assert sampler.error_counts() == {}  # pynvml's NVMLError(SUCCESS) means "no samples", like NotFound

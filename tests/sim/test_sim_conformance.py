@@ -208,3 +208,62 @@ def test_calls_before_init_and_after_last_shutdown_are_uninitialized():
         sim.nvml.nvmlDeviceGetCount()
     assert sim.nvml.calls["nvmlDeviceGetCount"] == 3  # refused calls are counted too
     sim.close()
+
+
+def _getattr_fallbacks(directory: Path) -> list[tuple[str, str, int]]:
+    """(file, NVML name, fallback) for ``getattr(nvml, "NAME", 3)``/``getattr(nvml, "NAME", CONST)`` and for
+    ``("label", "function", "NAME", 3)`` argument tables: fallbacks used when a module lacks the name."""
+    found = []
+    for path in sorted(directory.rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        constants = {name: value for _, name, value in _module_ints_of(tree)}
+        for item in ast.walk(tree):
+            if (isinstance(item, ast.Call) and isinstance(item.func, ast.Name) and item.func.id == "getattr"
+                    and len(item.args) == 3 and isinstance(item.args[1], ast.Constant)
+                    and isinstance(item.args[1].value, str) and NAME.match(item.args[1].value)):
+                default = item.args[2]
+                if isinstance(default, ast.Constant) and isinstance(default.value, int):
+                    found.append((path.name, item.args[1].value, default.value))
+                elif isinstance(default, ast.Name) and default.id in constants:
+                    found.append((path.name, item.args[1].value, constants[default.id]))
+            elif isinstance(item, ast.Tuple):
+                for name, value in zip(item.elts, item.elts[1:]):
+                    if (isinstance(name, ast.Constant) and isinstance(name.value, str) and NAME.match(name.value)
+                            and isinstance(value, ast.Constant) and type(value.value) is int):
+                        found.append((path.name, name.value, value.value))
+    return found
+
+
+def _module_ints_of(tree: ast.Module) -> list[tuple[str, str, int]]:
+    return [("", target.id, item.value.value) for item in tree.body
+            if isinstance(item, ast.Assign) and isinstance(item.value, ast.Constant)
+            and type(item.value.value) is int for target in item.targets if isinstance(target, ast.Name)]
+
+
+def test_sampling_getattr_fallback_values_are_pynvmls():
+    fallbacks = _getattr_fallbacks(ROOT / "watchdog" / "sampling")
+    names = {name for _, name, _ in fallbacks}  # the walk must see the known fallbacks, or it checks nothing
+    assert {"nvmlMemory_v2", "nvmlEventTypeXidCriticalError", "nvmlEventMigConfigChange", "NVML_CLOCK_SM"} <= names
+    for file, name, value in fallbacks:
+        assert hasattr(pynvml, name), f"{file}: {name} is not a pynvml name"
+        assert getattr(pynvml, name) == value, f"{file}: fallback {name} = {value}, pynvml says {getattr(pynvml, name)}"
+
+
+def test_event_bits_of_the_xid_watcher_are_pynvmls():
+    from watchdog.sampling import events
+
+    assert events.XID_CRITICAL == pynvml.nvmlEventTypeXidCriticalError
+    assert events.DOUBLE_BIT_ECC == pynvml.nvmlEventTypeDoubleBitEccError
+    assert events.SINGLE_BIT_ECC == pynvml.nvmlEventTypeSingleBitEccError
+    assert events.MIG_CONFIG_CHANGE == pynvml.nvmlEventMigConfigChange
+    assert events.wanted_event_mask(pynvml) == events.wanted_event_mask(object()) == (
+        events.XID_CRITICAL | events.DOUBLE_BIT_ECC | events.SINGLE_BIT_ECC | events.MIG_CONFIG_CHANGE)
+
+
+def test_clock_event_reason_table_of_the_exporter_is_pynvmls():
+    from watchdog.publishing.device_series import CLOCK_EVENT_REASONS
+
+    assert len(CLOCK_EVENT_REASONS) == 9
+    for label, bit in CLOCK_EVENT_REASONS:
+        constant = "nvmlClocksEventReason" + "".join(part.capitalize() for part in label.split("_"))
+        assert getattr(pynvml, constant) == bit, f"{label} = {bit:#x}, but pynvml's {constant} differs"

@@ -301,3 +301,17 @@ def test_end_pod_stops_its_processes_from_that_tick():
     assert ("batch", "train-big") in {(p.namespace, p.pod) for p in node.processes(tick=4)}
     assert not node.end_pod("batch", "no-such-pod")
 
+
+
+def test_process_utilisation_with_no_process_at_all_is_pynvmls_success_error() -> None:
+    # pynvml 13.615.71 raises NVMLError(ret) when the sizing call answers anything but InsufficientSize, SUCCESS
+    # with a count of 0 included: an NVMLError whose value is 0 and that is no NVMLError_* subclass.
+    node = SimulatedNode.from_scenario({"name": "idle", "gpus": [{"model": "H100-80GB-HBM3"}]}, SimClock())
+    node.nvml.nvmlInit()
+    try:
+        with pytest.raises(pynvml.NVMLError) as raised:
+            node.nvml.nvmlDeviceGetProcessUtilization(node.nvml.nvmlDeviceGetHandleByIndex(0), 0)
+    finally:
+        node.nvml.nvmlShutdown()
+        node.close()
+    assert type(raised.value) is pynvml.NVMLError and raised.value.value == pynvml.NVML_SUCCESS == 0

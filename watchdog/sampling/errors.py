@@ -23,6 +23,7 @@ _CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 # Error codes from nvml.h (nvmlReturn_t); read from the module when it has them so a simulated module that
 # mirrors pynvml is used as-is, with the header's values as the fallback.
 _HEADER_CODES = {
+    "NVML_SUCCESS": 0,
     "NVML_ERROR_INVALID_ARGUMENT": 2,
     "NVML_ERROR_NOT_SUPPORTED": 3,
     "NVML_ERROR_NO_PERMISSION": 4,
@@ -124,11 +125,14 @@ class CallGuard:
         mig: bool = False,
         strict: bool = False,
         quiet_codes: tuple[int, ...] = (),
+        remember: bool = True,
     ) -> Any:
         """``nvml.<function>(*args)``, or ``None`` when it failed; raises GpuLost / StaleHandle (MIG handles).
 
         ``strict`` lets NVMLLibraryMismatchError through to a caller that has a fallback; ``quiet_codes`` are
-        answers that mean "nothing new" for this call (NotFound from process utilisation) and are not counted.
+        answers that mean "nothing new" for this call (NotFound from process utilisation) and are not counted;
+        ``remember=False`` asks again next time even after NotSupported/NoPermission (identity calls, whose
+        failure on one device must not hide others that share its key).
         """
         label = label or function
         if (device_key, label) in self._unsupported:
@@ -143,7 +147,7 @@ class CallGuard:
             self._count(function, exc)
             if code == self._lost:
                 raise GpuLost(str(device_key)) from exc
-            if code in self._permanent:
+            if code in self._permanent and remember:
                 self._unsupported.add((device_key, label))
             elif mig and code in self._stale:
                 raise StaleHandle(str(device_key)) from exc
@@ -152,7 +156,8 @@ class CallGuard:
             if strict:
                 raise
             self._count(function, exc)
-            self._unsupported.add((device_key, label))
+            if remember:
+                self._unsupported.add((device_key, label))
             return None
         except Exception as exc:  # a broken binding must cost one value, never the tick
             self._count(function, exc)

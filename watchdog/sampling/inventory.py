@@ -26,6 +26,7 @@ class MigEntry:
     gpu_instance: int
     compute_instance: int
     profile: str
+    slot: int = -1  # index for nvmlDeviceGetMigDeviceHandleByIndex; -1: not known
 
     @property
     def identity(self) -> tuple[str, int, int]:
@@ -91,20 +92,33 @@ def read_mig_mode(nvml: ModuleType, guard: CallGuard, *, entry: GpuEntry) -> boo
     return int(modes[0]) == int(getattr(nvml, "NVML_DEVICE_MIG_ENABLE", 1))
 
 
-def enumerate_instances(nvml: ModuleType, guard: CallGuard, *, entry: GpuEntry) -> list[MigEntry] | None:
+@dataclass(slots=True)
+class InstanceScan:
+    """What one scan of a GPU's MIG slots found; ``complete`` is False when a slot could not be read."""
+
+    found: list[MigEntry]
+    complete: bool
+
+
+def enumerate_instances(nvml: ModuleType, guard: CallGuard, *, entry: GpuEntry) -> InstanceScan | None:
     """Every MIG device of a GPU in MIG mode.
 
     Slots are sparse: nvmlDeviceGetMaxMigDeviceCount is the most there could be, and an empty slot answers
     NotFound (or InvalidArgument), so all of ``range(max)`` is scanned and a failing slot is skipped, never taken
-    as the end of the list (go-nvlib's VisitMigDevices does the same). None: the scan could not be done now.
+    as the end of the list (go-nvlib's VisitMigDevices does the same). A slot that fails any other way (Unknown,
+    Timeout, an identity call refused) keeps what the previous scan found there and makes the scan incomplete,
+    so the sampler scans again next tick instead of losing the instance until the next MIG-config event.
+    None: the scan could not be done now.
     """
     maximum = guard.call(entry.uuid, "nvmlDeviceGetMaxMigDeviceCount", entry.handle)
     if maximum is None:
         return None
     if not maximum:
-        return []
+        return InstanceScan(found=[], complete=True)
     empty = {nvml_code(nvml, "NVML_ERROR_NOT_FOUND"), nvml_code(nvml, "NVML_ERROR_INVALID_ARGUMENT")}
+    previous = {mig.slot: mig for mig in entry.instances}
     found: list[MigEntry] = []
+    complete = True
     for slot in range(int(maximum)):
         try:
             handle = nvml.nvmlDeviceGetMigDeviceHandleByIndex(entry.handle, slot)
@@ -114,28 +128,44 @@ def enumerate_instances(nvml: ModuleType, guard: CallGuard, *, entry: GpuEntry) 
             if getattr(exc, "value", None) == nvml_code(nvml, "NVML_ERROR_GPU_IS_LOST"):
                 raise GpuLost(entry.uuid) from exc
             guard.counts.add("enumeration")
-            continue
+            handle = None
         except Exception:  # a broken binding costs this slot, not the scan
             guard.counts.add("unexpected")
-            continue
-        mig = _describe_instance(guard, handle, parent=entry.uuid)
-        if mig is not None:
+            handle = None
+        mig = None if handle is None else _describe_instance(guard, handle, parent=entry.uuid, slot=slot, empty=empty)
+        if isinstance(mig, MigEntry):
             found.append(mig)
-    return found
+            continue
+        complete = False
+        if mig is not _GONE and slot in previous:
+            found.append(previous[slot])  # unreadable now, not known to be gone: keep it until the next scan
+    return InstanceScan(found=found, complete=complete)
 
 
-def _describe_instance(guard: CallGuard, handle: Any, *, parent: str) -> MigEntry | None:
+_GONE = object()  # the instance was destroyed between the slot lookup and its description
+
+
+def _describe_instance(guard: CallGuard, handle: Any, *, parent: str, slot: int, empty: set[int]) -> object:
+    """A MigEntry, ``_GONE``, or None when an identity call failed some other way.
+
+    Identity calls are not remembered as unsupported (``remember=False``): they are keyed by the parent, and one
+    MIG device refusing nvmlDeviceGetUUID must not make every sibling unreadable for good.
+    """
     key = ("mig-of", parent)
-    uuid = guard.call(key, "nvmlDeviceGetUUID", handle)
-    gi = guard.call(key, "nvmlDeviceGetGpuInstanceId", handle)
-    ci = guard.call(key, "nvmlDeviceGetComputeInstanceId", handle)
-    if uuid is None or gi is None or ci is None:
-        return None  # destroyed between the slot lookup and now, or transiently failing: next enumeration
-    name = guard.call(key, "nvmlDeviceGetName", handle)
+    values = []
+    for function in ("nvmlDeviceGetUUID", "nvmlDeviceGetGpuInstanceId", "nvmlDeviceGetComputeInstanceId"):
+        guard.last_error_code = None
+        value = guard.call(key, function, handle, remember=False)
+        if value is None:
+            return _GONE if guard.last_error_code in empty else None
+        values.append(value)
+    uuid, gi, ci = values
+    name = guard.call(key, "nvmlDeviceGetName", handle, remember=False)
     return MigEntry(
         uuid=text(uuid),
         handle=handle,
         gpu_instance=int(gi),
         compute_instance=int(ci),
         profile=profile_from_name(text(name or "")),
+        slot=slot,
     )

@@ -1,9 +1,10 @@
 """``gpu-watchdog probe``: what this node's driver actually answers to every call the sampler makes.
 
 The reference notes were compiled without a GPU and mark several behaviours UNVERIFIED (per-MIG GPM support,
-which error a MIG handle gives, process calls on MIG parents). The probe runs each call once per GPU and per MIG
-device and reports "supported, with this value" or "failed, with this error", as JSON, so the first run on a real
-node settles those questions. It only reads: it never changes MIG mode, clocks, power limits or persistence.
+which error a MIG handle gives, process calls on MIG parents, event calls on MIG handles). The probe runs each
+call once per GPU and per MIG device and reports "supported, with this value" or "failed, with this error", as
+JSON, so the first run on a real node settles those questions. It only reads: it never changes MIG mode, clocks,
+power limits or persistence (the event set it registers on is the probe's own and is freed, see probe_events).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any, Callable
 from watchdog.sampling.errors import error_name, nvml_code
 from watchdog.sampling.gpm import DRAM_BW_UTIL, SM_OCCUPANCY, SM_UTIL
 from watchdog.sampling.inventory import text
+from watchdog.sampling.probe_events import probe_events
 
 
 # (label, function, constant holding the argument, its value in nvml.h)
@@ -69,7 +71,11 @@ class _Recorder:
 
 
 def probe(
-    nvml: ModuleType, *, sleep: Callable[[float], None] = time.sleep, gpm_interval_seconds: float = 0.2
+    nvml: ModuleType,
+    *,
+    sleep: Callable[[float], None] = time.sleep,
+    gpm_interval_seconds: float = 0.2,
+    event_wait_ms: int = 100,
 ) -> dict:
     """A JSON-able report of every sampler call on every GPU and MIG device; initialises and shuts NVML down."""
     record = _Recorder(nvml)
@@ -81,19 +87,26 @@ def probe(
         record(report, "nvmlSystemGetDriverVersion", "nvmlSystemGetDriverVersion")
         count = record(report, "nvmlDeviceGetCount", "nvmlDeviceGetCount") or 0
         gpm_streams: list[tuple[dict[str, Any], Callable[[Any], Any], tuple[int, ...]]] = []
+        parents: list[tuple[int, Any]] = []
+        mig_handle = None
         for index in range(int(count)):
             gpu: dict[str, Any] = {"index": index, "calls": {}, "mig_devices": []}
             report["gpus"].append(gpu)
             handle = record(gpu["calls"], "nvmlDeviceGetHandleByIndex", "nvmlDeviceGetHandleByIndex", index)
             if handle is not None:
-                _probe_gpu(record, nvml, gpu=gpu, handle=handle, gpm_streams=gpm_streams)
+                parents.append((index, handle))
+                mig_handle = _probe_gpu(record, nvml, gpu=gpu, handle=handle, gpm_streams=gpm_streams) or mig_handle
         report["gpm"] = _probe_gpm(record, nvml, gpm_streams, sleep=sleep, interval=gpm_interval_seconds)
+        report["events"] = probe_events(
+            nvml, record=record, parents=parents, mig_handle=mig_handle, wait_ms=event_wait_ms
+        )
     finally:
         record(report, "nvmlShutdown", "nvmlShutdown")
     return report
 
 
-def _probe_gpu(record: _Recorder, nvml: ModuleType, *, gpu: dict, handle: Any, gpm_streams: list) -> None:
+def _probe_gpu(record: _Recorder, nvml: ModuleType, *, gpu: dict, handle: Any, gpm_streams: list) -> Any:
+    """Every call on one GPU and its MIG devices; returns one MIG handle (None without MIG) for the events probe."""
     calls = gpu["calls"]
     for function in (
         "nvmlDeviceGetUUID",
@@ -123,6 +136,7 @@ def _probe_gpu(record: _Recorder, nvml: ModuleType, *, gpu: dict, handle: Any, g
     maximum = calls["nvmlDeviceGetMaxMigDeviceCount"].get("value") or 0
     empty = {nvml_code(nvml, "NVML_ERROR_NOT_FOUND"), nvml_code(nvml, "NVML_ERROR_INVALID_ARGUMENT")}
     gpm_gis: set[int] = set()
+    first_mig = None
     for slot in range(int(maximum)):
         mig: dict[str, Any] = {"slot": slot, "calls": {}}
         lookup = "nvmlDeviceGetMigDeviceHandleByIndex"
@@ -132,6 +146,7 @@ def _probe_gpu(record: _Recorder, nvml: ModuleType, *, gpu: dict, handle: Any, g
                 gpu["mig_devices"].append(mig)
             continue
         gpu["mig_devices"].append(mig)
+        first_mig = mig_handle if first_mig is None else first_mig
         _probe_mig(record, nvml, mig=mig, handle=mig_handle)
         gi = mig["calls"]["nvmlDeviceGetGpuInstanceId"].get("value")
         if gpm:
@@ -143,6 +158,7 @@ def _probe_gpu(record: _Recorder, nvml: ModuleType, *, gpu: dict, handle: Any, g
                 # DRAM bandwidth per GPU instance: the parent handle plus the GI id (DCGM's DcgmGpmManager).
                 take = functools.partial(nvml.nvmlGpmMigSampleGet, handle, gi)
                 gpm_streams.append((gi_report, take, (DRAM_BW_UTIL,)))
+    return first_mig
 
 
 def _names(nvml: ModuleType, codes: set[int]) -> set[str]:

@@ -3,7 +3,9 @@
 Process lists are what attribution joins to pods, and on a time-sliced GPU the per-process SM share is the only
 way to tell a noisy neighbour from a victim. Two pynvml quirks shape this module: the versioned process call
 raises NVMLLibraryMismatchError (not an NVMLError) when the driver lacks ``_v3``, and
-nvmlDeviceGetProcessUtilization answers NotFound when no sample is newer than the timestamp it was given.
+nvmlDeviceGetProcessUtilization answers NotFound when no sample is newer than the timestamp it was given, or
+NVMLError with code 0 (SUCCESS) when there are none at all: pynvml 13.615.71 raises ``NVMLError(ret)`` for any
+first-call answer other than InsufficientSize, SUCCESS with a count of 0 included.
 """
 
 from __future__ import annotations
@@ -44,7 +46,8 @@ class ProcessReader:
         self._hold_seconds = hold_seconds
         self._use_v2 = False
         self._mismatch = getattr(nvml, "NVMLLibraryMismatchError", ())
-        self._not_found = nvml_code(nvml, "NVML_ERROR_NOT_FOUND")
+        # Both mean "no sample newer than the timestamp": not an error, not counted.
+        self._nothing_new = (nvml_code(nvml, "NVML_ERROR_NOT_FOUND"), nvml_code(nvml, "NVML_SUCCESS"))
         self._history: dict[str, _UtilisationHistory] = {}
 
     @property
@@ -89,8 +92,9 @@ class ProcessReader:
     def utilisation(self, device_key: str, handle: Any) -> dict[int, tuple[float, float, float]]:
         """Per-pid (SM share, memory share, agent time seen) on a GPU not in MIG mode (0–1 ratios).
 
-        The call returns the samples newer than ``lastSeenTimeStamp``; NotFound means none arrived since the
-        previous call, so the last known shares are kept for ``hold_seconds`` before they are dropped.
+        The call returns the samples newer than ``lastSeenTimeStamp``; NotFound (or pynvml's NVMLError(SUCCESS))
+        means none arrived since the previous call, so the last known shares are kept for ``hold_seconds`` before
+        they are dropped.
         """
         history = self._history.setdefault(device_key, _UtilisationHistory())
         now = self._clock()
@@ -99,7 +103,7 @@ class ProcessReader:
             "nvmlDeviceGetProcessUtilization",
             handle,
             history.last_seen_us or 0,
-            quiet_codes=(self._not_found,),
+            quiet_codes=self._nothing_new,
         )
         newest: dict[int, tuple[int, float, float]] = {}
         seen_before = history.last_seen_us

@@ -242,9 +242,10 @@ class NvmlSampler:
     # ------------------------------------------------------------------------------------ MIG instances
 
     def _enumerate(self, entry: GpuEntry) -> None:
-        found = enumerate_instances(self._nvml, self._guard, entry=entry) if entry.mig_enabled else []
-        if found is None:
+        scan = enumerate_instances(self._nvml, self._guard, entry=entry) if entry.mig_enabled else None
+        if entry.mig_enabled and scan is None:
             return  # could not scan now; keep the old list and try again next tick
+        found = scan.found if scan is not None else []
         before = {mig.uuid: mig.identity for mig in entry.instances}
         after = {mig.uuid: mig.identity for mig in found}
         for uuid, identity in before.items():
@@ -257,7 +258,8 @@ class NvmlSampler:
             if members_before.get(gpu_instance) != members_after.get(gpu_instance):
                 self._gpm.forget(("gi", entry.uuid, gpu_instance))
         entry.instances = found
-        entry.needs_enumeration = False
+        # An incomplete scan kept old entries for the slots it could not read: scan again next tick.
+        entry.needs_enumeration = scan is not None and not scan.complete
 
     def _sample_instances(self, entry: GpuEntry, now: float) -> tuple[MigSample, ...]:
         samples, stale = self._sample_each(entry, now)

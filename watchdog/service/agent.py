@@ -196,8 +196,9 @@ class Agent:
             self.state.count_errors("signals", self._signal_errors(self.signals.errors))
         if self.xids is not None:  # the event thread's health, reported like a stage
             self.state.count_errors("events", self._event_errors(self.xids.error_counts()))
-            self.state.stage_done("events", seconds=0.0, success=self.xids.running,
-                                  detail="" if self.xids.running else "Xid event thread not running")
+            healthy = self.xids.healthy  # running, registered on a GPU, last wait ended well
+            self.state.stage_done("events", seconds=0.0, success=healthy,
+                                  detail="" if healthy else "Xid events are not being received")
         snapshot = await self.cycle.run(self.tick)
         self._last_progress = time.monotonic()
         self.tick += 1

@@ -65,7 +65,11 @@ class TelemetryCalls(NvmlBase):
         # One sample per process per tick, stamped (µs) at the start of the tick it describes; timeStamp 0 asks
         # for everything in the buffer (nvml.h, nvmlDeviceGetProcessUtilization).
         stamp = int(round(self._node.tick * self._node.scenario.tick_seconds * 1e6))
-        if (timeStamp and stamp <= timeStamp) or not state.whole.processes:
+        if not state.whole.processes:
+            # The first (sizing) call answers SUCCESS with count 0 and pynvml 13.615.71 raises NVMLError(ret) for
+            # anything but InsufficientSize: an NVMLError whose value is 0 (pynvml.py, the function's else branch).
+            raise nvml_error(pynvml.NVML_SUCCESS)
+        if timeStamp and stamp <= timeStamp:
             raise nvml_error(pynvml.NVML_ERROR_NOT_FOUND)  # no sample newer than timeStamp (nvml.md §6)
         samples = []
         for process in state.whole.processes:

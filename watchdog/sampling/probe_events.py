@@ -1,0 +1,57 @@
+"""The events part of ``gpu-watchdog probe``: can this node's driver deliver Xid events to us at all?
+
+The Xid watcher is the only source of fault evidence with GI/CI ids, and nvml.md §4 leaves open what a MIG
+handle answers to event calls (UNVERIFIED) and whether an unprivileged container receives events. So the probe
+goes through the watcher's own steps once: create a set, ask each parent which types it supports, register the
+watcher's mask (Xid | DBE | SBE | MIG config change, masked by what is supported, as k8s-device-plugin's
+health.go does), ask one MIG handle, wait once briefly and free the set. An event set is process-local NVML
+state: registering on it changes nothing on the GPU, so the probe stays read-only.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any, Callable, Sequence
+
+from watchdog.sampling.events import wanted_event_mask
+
+Record = Callable[..., Any]  # probe._Recorder: (report, label, function, *args) → value or None
+
+
+def probe_events(
+    nvml: ModuleType,
+    *,
+    record: Record,
+    parents: Sequence[tuple[int, Any]],
+    mig_handle: Any = None,
+    wait_ms: int = 100,
+) -> dict[str, Any]:
+    """Each event call's answer or error: set creation, per-GPU support and registration, one MIG handle's
+    support, one wait of ``wait_ms`` (a Timeout is the normal answer on a quiet node) and freeing the set."""
+    if wait_ms <= 0:
+        raise ValueError(f"wait_ms must be positive, got {wait_ms}")
+    wanted = wanted_event_mask(nvml)
+    report: dict[str, Any] = {"wanted_mask": wanted, "gpus": []}
+    event_set = record(report, "nvmlEventSetCreate", "nvmlEventSetCreate")
+    registered = 0
+    for index, handle in parents:
+        gpu: dict[str, Any] = {"index": index}
+        report["gpus"].append(gpu)
+        supported = record(gpu, "nvmlDeviceGetSupportedEventTypes", "nvmlDeviceGetSupportedEventTypes", handle)
+        if supported is None or event_set is None:
+            continue
+        mask = int(supported) & wanted
+        gpu["mask"] = mask
+        if not mask:
+            continue  # nothing the watcher wants is supported here: registering would say NotSupported
+        record(gpu, "nvmlDeviceRegisterEvents", "nvmlDeviceRegisterEvents", handle, mask, event_set)
+        registered += int(gpu["nvmlDeviceRegisterEvents"]["supported"])  # the call returns None on success
+    report["registered_gpus"] = registered
+    if mig_handle is not None:
+        mig: dict[str, Any] = {}
+        record(mig, "nvmlDeviceGetSupportedEventTypes", "nvmlDeviceGetSupportedEventTypes", mig_handle)
+        report["mig_device"] = mig
+    if event_set is not None:  # the recorder catches every error, so the set is always freed
+        record(report, "nvmlEventSetWait_v2", "nvmlEventSetWait_v2", event_set, int(wait_ms))
+        record(report, "nvmlEventSetFree", "nvmlEventSetFree", event_set)
+    return report
