@@ -145,3 +145,15 @@ def test_unknown_devices_are_busy_devices_without_an_assignment(mig_sample, gpu_
     assert unknown_devices(migs, [assign("MIG-a", "x")]) == ("MIG-b",)
     gpus = gpu_sample(("GPU-0", (1,)), ("GPU-1", ()), ("GPU-2", (3,)))
     assert unknown_devices(gpus, [assign("GPU-2", "x", replica=1)]) == ("GPU-0",)
+
+
+def test_unresolvable_device_ids_are_the_non_uuid_ones():
+    from watchdog.attribution.join import unresolvable_device_ids
+    from watchdog.model import DeviceAssignment
+
+    rows = [DeviceAssignment("GPU-1", "nvidia.com/gpu", "a", "p", "c"),
+            DeviceAssignment("MIG-2", "nvidia.com/mig-1g.10gb", "a", "q", "c"),
+            DeviceAssignment("0", "nvidia.com/gpu", "b", "r", "c"),
+            DeviceAssignment("nvidia1", "nvidia.com/gpu", "b", "s", "c")]
+    assert unresolvable_device_ids(rows) == ("0", "nvidia1")
+    assert unresolvable_device_ids(rows[:2]) == ()

@@ -63,6 +63,7 @@ class KubeletAssignments:
         self._negative: set[str] = set()
         self._in_flight = False
         self._requested_in_flight = False
+        self.listed_at = -math.inf  # the clock time at which the List now served was started
         self.last_error: str | None = None
         self.list_calls = 0
         self.extra_refreshes = 0
@@ -133,6 +134,7 @@ class KubeletAssignments:
             self._fail(error, now)
         else:
             self._succeed(tuple(listed), now)
+            self.listed_at = now
         finally:
             self._in_flight = False
         if extra:

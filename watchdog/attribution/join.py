@@ -96,6 +96,34 @@ def unknown_devices(sample: NodeSample, assignments: Iterable[DeviceAssignment])
     return tuple(unknown)
 
 
+def unresolvable_device_ids(assignments: Iterable[DeviceAssignment]) -> tuple[str, ...]:
+    """Device IDs that are not NVML UUIDs, so no sampled device can ever match them.
+
+    The NVIDIA device plugin names devices by UUID by default, but ``deviceIDStrategy=index`` gives "0", "1" …
+    and other plugins use their own names ("nvidia0"). Joined by UUID, every such assignment would silently miss,
+    and every GPU process would look like one its pod was never given: the kubelet side must count as unreadable.
+    """
+    return tuple(sorted({a.device_id for a in assignments if not a.device_id.startswith(("GPU-", "MIG-"))}))
+
+
+def unassigned_processes(sample: NodeSample, attribution: Attribution) -> dict[int, tuple[str, str]]:
+    """PID → (device UUID, pod key) for processes whose pod is not among the device's assigned owners.
+
+    These are what "unauthorized use" is judged on; the service holds each new pair back until a kubelet List that
+    started after it was first seen confirms it (a pod that just got the device is not yet in the last List).
+    """
+    found: dict[int, tuple[str, str]] = {}
+    for gpu in sample.gpus:
+        places = [(mig.uuid, mig.processes) for mig in gpu.instances] if gpu.mig_enabled else [(gpu.uuid, gpu.processes)]
+        for uuid, processes in places:
+            owners = {ref.key for ref in attribution.devices.get(uuid, ())}
+            for process in processes:
+                ref = attribution.processes.get(process.pid)
+                if ref is not None and ref.key not in owners:
+                    found[process.pid] = (uuid, ref.key)
+    return found
+
+
 def _device_owner(assignment: DeviceAssignment, index: _PodIndex, *, api_ok: bool) -> PodRef | None:
     pod = index.by_name(assignment.namespace, assignment.pod)
     if pod is None:

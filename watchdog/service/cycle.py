@@ -11,9 +11,10 @@ import asyncio
 import dataclasses
 import logging
 import time
+from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
-from watchdog.attribution.join import attribute, unknown_devices
+from watchdog.attribution.join import attribute, unassigned_processes, unknown_devices, unresolvable_device_ids
 from watchdog.detection import Detector, changes
 from watchdog.model import Attribution, Finding, NodeSample, Snapshot
 from watchdog.service.state import AgentState, CounterDelta
@@ -66,6 +67,8 @@ class Cycle:
         )
         self.sample_timeout = 10.0
         self._sampling: asyncio.Future | None = None  # the NVML sample in flight, if one outlived its cycle
+        self._pairs_seen: dict[tuple[str, str], float] = {}  # (device, pod) not listed → first seen
+        self._unresolvable_logged = False
         self._sampler_errors = CounterDelta()
         self._proc_errors = CounterDelta()
 
@@ -134,6 +137,13 @@ class Cycle:
         try:
             assignments = self.assignments.assignments if self.assignments is not None else ()
             kubelet_ok = bool(self.assignments is not None and self.assignments.ok)
+            unresolvable = unresolvable_device_ids(assignments)
+            if unresolvable:  # nothing can be joined by UUID: the kubelet side is as good as unreadable
+                kubelet_ok = False
+                if not self._unresolvable_logged:
+                    log.error("kubelet device IDs are not NVML UUIDs (%s…): attribution degraded; set the device "
+                              "plugin's deviceIDStrategy=uuid", ", ".join(unresolvable[:3]))
+                    self._unresolvable_logged = True
             if self.assignments is not None and kubelet_ok:
                 now = self.clock()
                 for device in unknown_devices(sample, assignments):
@@ -153,6 +163,7 @@ class Cycle:
                 api_ok=self.pods_ok(),
                 tenant_label=self.tenant_label,
             )
+            result = self._hold_back_unconfirmed(sample, result)
         except Exception as exc:
             log.exception("attribution failed")
             self.state.count_errors("attribution", {type(exc).__name__.lower(): 1})
@@ -161,6 +172,24 @@ class Cycle:
         self.state.stage_done("attribution", seconds=time.perf_counter() - started, success=result.healthy,
                               detail=detail)
         return result
+
+    def _hold_back_unconfirmed(self, sample: NodeSample, attribution: Attribution) -> Attribution:
+        """A process on a device its pod is not (yet) listed for stays unattributed until a kubelet List that
+        started after it was first seen still does not list it: a pod that just got the device is not in the last
+        List, and must not be called unauthorized for that."""
+        if self.assignments is None or not attribution.healthy:
+            return attribution
+        now, listed_at = self.clock(), self.assignments.listed_at
+        pairs = unassigned_processes(sample, attribution)
+        seen = {pair: self._pairs_seen.get(pair, now) for pair in pairs.values()}
+        if any(pair not in self._pairs_seen for pair in seen):
+            self.assignments.request_refresh()
+        self._pairs_seen = seen
+        held = {pid for pid, pair in pairs.items() if listed_at < seen[pair]}
+        if not held:
+            return attribution
+        kept = {pid: ref for pid, ref in attribution.processes.items() if pid not in held}
+        return dataclasses.replace(attribution, processes=MappingProxyType(kept))
 
     def _detect(self, sample: NodeSample, attribution: Attribution) -> tuple[Finding, ...]:
         started = time.perf_counter()
