@@ -218,3 +218,18 @@ def test_non_mig_gpu_without_processes_has_no_pod_series(series):
 def test_bad_input_is_refused():
     with pytest.raises(TypeError, match="Snapshot"):
         build_families({"node": "n"})
+
+
+def test_a_pod_without_the_tenant_label_is_its_namespaces_tenant(rich_snapshot):
+    """Metrics name tenants as detection and action count them: the label's value, else the namespace."""
+    import dataclasses
+    from types import MappingProxyType
+
+    from watchdog.publishing import render
+
+    pods = dict(rich_snapshot.attribution.pods)
+    pods["uid-ts-2"] = dataclasses.replace(pods["uid-ts-2"], labels=MappingProxyType({}))
+    snapshot = dataclasses.replace(
+        rich_snapshot, attribution=dataclasses.replace(rich_snapshot.attribution, pods=MappingProxyType(pods)))
+    lines = [line for line in render(snapshot).decode().splitlines() if 'pod="ts-2"' in line and "tenant=" in line]
+    assert lines and all('tenant="batch"' in line for line in lines)

@@ -68,9 +68,10 @@ class Owners:
         return list(self._attribution.pods.values())
 
     def tenant_of_info(self, info: PodInfo | None) -> str:
+        """The pod's tenant label value, else its namespace, as detection and action count tenants."""
         if info is None or self._tenant_label is None:
             return ""
-        return info.labels.get(self._tenant_label, "")
+        return info.labels.get(self._tenant_label) or info.namespace
 
     def tenant_of(self, ref: PodRef) -> str:
         if self._tenant_label is None:
