@@ -24,7 +24,7 @@ from types import MappingProxyType
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from watchdog.attribution.cgroups import ProcReader  # noqa: E402
+from watchdog.attribution.proc import ProcReader  # noqa: E402
 from watchdog.attribution.join import attribute, unknown_devices  # noqa: E402
 from watchdog.attribution.pods import PodCache  # noqa: E402
 from watchdog.model import (  # noqa: E402

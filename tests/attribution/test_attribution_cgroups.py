@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from watchdog.attribution.cgroups import ProcReader, parse_cgroup
+from watchdog.attribution.cgroups import parse_cgroup
+from watchdog.attribution.proc import ProcReader
 
 UID = "1f2e3d4c-5b6a-4789-8abc-def012345678"
 SYSTEMD_UID = UID.replace("-", "_")

@@ -2,8 +2,8 @@
 
 The kubelet only says which pods were *given* a device; on a time-sliced or MPS GPU several pods share one UUID and
 NVML reports bare PIDs. The kubelet places every container in a cgroup whose path names the pod UID and the runtime's
-container ID, so one small file per PID answers "whose process is this". Pure apart from reading those files: no
-asyncio, no sockets, and the proc root is a constructor argument so tests point it at a fixture tree.
+container ID, so one small file per PID answers "whose process is this". This module is the pure parser of such a
+file; ``watchdog.attribution.proc`` reads them.
 
 Layouts handled (kubelet pkg/kubelet/cm/cgroup_manager_linux.go names the pod cgroup; the runtime names the leaf):
 
@@ -20,7 +20,6 @@ Layouts handled (kubelet pkg/kubelet/cm/cgroup_manager_linux.go names the pod cg
 from __future__ import annotations
 
 import re
-from typing import Callable, Iterable, Mapping
 
 # "pod<uid>" as a cgroupfs directory, or "<parent>-pod<uid>.slice" as a systemd slice (UID dashes escaped to "_").
 _POD_SEGMENT = re.compile(
@@ -75,74 +74,3 @@ def parse_cgroup(text: str) -> PodProcess | None:
             return found
         pod_only = pod_only or found
     return pod_only
-
-
-class ProcReader:
-    """Reads ``<root>/<pid>/cgroup`` for the PIDs NVML reports, caching by PID.
-
-    A process cannot leave its pod, so a PID's answer holds while the PID is alive; an entry is dropped as soon as
-    the PID is no longer asked for (NVML stopped reporting it: the process ended), so a recycled PID is read afresh.
-    Vanished processes and permission errors are counted and skipped, never raised: the tick goes on without them.
-    """
-
-    __slots__ = ("_root", "_read_text", "_cache", "_counters")
-
-    def __init__(self, root: str = "/proc", *, read_text: Callable[[str], str] | None = None) -> None:
-        """``read_text`` replaces the file read (default: open and read as UTF-8); tests use it to raise
-        PermissionError, which a root test process cannot provoke with file modes."""
-        self._root = root.rstrip("/") or "/"
-        self._read_text = read_text or _read_text
-        self._cache: dict[int, PodProcess | None] = {}
-        self._counters = {"reads": 0, "cache_hits": 0, "vanished": 0, "denied": 0, "errors": 0}
-
-    @property
-    def counters(self) -> Mapping[str, int]:
-        """reads, cache_hits, vanished, denied, errors: cumulative, for the service to export."""
-        return dict(self._counters)
-
-    def read(self, pids: Iterable[int]) -> dict[int, PodProcess]:
-        """PID → (pod UID, container ID) for those of ``pids`` that run in a pod; others are left out."""
-        wanted = set()
-        for pid in pids:
-            if isinstance(pid, bool) or not isinstance(pid, int) or pid <= 0:
-                raise ValueError(f"not a process id: {pid!r}")
-            wanted.add(pid)
-        for ended in self._cache.keys() - wanted:
-            del self._cache[ended]
-        found: dict[int, PodProcess] = {}
-        for pid in wanted:
-            if pid in self._cache:
-                self._counters["cache_hits"] += 1
-                entry = self._cache[pid]
-            else:
-                entry = self._read_one(pid)
-            if entry is not None:
-                found[pid] = entry
-        return found
-
-    def _read_one(self, pid: int) -> PodProcess | None:
-        path = f"{self._root}/{pid}/cgroup"
-        self._counters["reads"] += 1
-        try:
-            text = self._read_text(path)
-        except (FileNotFoundError, ProcessLookupError):
-            # The process ended between NVML's report and this read; ask again if NVML still reports it.
-            self._counters["vanished"] += 1
-            return None
-        except PermissionError:
-            # Without CAP_SYS_PTRACE-equivalent access (or with hidepid=2) the file is unreadable; that will not
-            # change while the process lives, so remember the miss instead of failing every tick.
-            self._counters["denied"] += 1
-            self._cache[pid] = None
-            return None
-        except OSError:
-            self._counters["errors"] += 1
-            return None
-        entry = parse_cgroup(text)
-        self._cache[pid] = entry
-        return entry
-
-
-def _read_text(path: str) -> str:
-    with open(path, encoding="utf-8", errors="replace") as handle:
-        return handle.read()

@@ -17,7 +17,7 @@ from typing import Any, Awaitable, Callable, Mapping
 from watchdog.action import ActionStage
 from watchdog.action.audit import AuditLog
 from watchdog.action.killswitch import KillSwitch
-from watchdog.attribution.cgroups import ProcReader
+from watchdog.attribution.proc import ProcReader
 from watchdog.attribution.kubelet import assignments_from_settings
 from watchdog.attribution.pods import PodCache
 from watchdog.config import Policy, Settings, load_policy
