@@ -22,7 +22,7 @@ from watchdog.fakes.apiserver_pods import PodLogic, build_pod
 from watchdog.fakes.apiserver_rest import Rest
 from watchdog.fakes.apiserver_store import (CONFIGMAPS, PDBS, PODS, PRIORITY_CLASSES, RESOURCE_TYPES, ApiError,
                                             Store, status_body)
-from watchdog.fakes.apiserver_watch import DROP, STOP, Bookmark
+from watchdog.fakes.apiserver_watch import DROP, STALL, STOP, Bookmark
 
 _VERBS = {"GET": "get", "POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
 
@@ -54,6 +54,7 @@ class FakeApiServer:
         self._rest = Rest(self.store, self.pods, bookmark_interval=bookmark_interval)
         self._faults: list[tuple[int, str | None]] = []
         self._delay = 0.0
+        self._empty_watches = 0
         self._runner: web.AppRunner | None = None
         self.url = ""
 
@@ -96,6 +97,9 @@ class FakeApiServer:
                 return web.json_response(status_body(status, message), status=status)
         if self.token is not None and request.headers.get("Authorization") != f"Bearer {self.token}":
             return web.json_response(status_body(401, "Unauthorized"), status=401)
+        if self._empty_watches and request.query.get("watch", "").lower() in ("true", "1"):
+            self._empty_watches -= 1
+            return web.Response(status=200, body=b"", content_type="application/json")
         try:
             return await handler(request)
         except ApiError as error:
@@ -117,6 +121,16 @@ class FakeApiServer:
     def drop_watches(self) -> None:
         """Close every open watch connection abruptly, as a restarting API server or a proxy would."""
         self.store.broadcast(DROP)
+
+    def end_watches_at_once(self, count: int = 1) -> None:
+        """Answer the next ``count`` watch requests with 200 and an empty body that ends at once, as a proxy that
+        cuts streams does (the client sees a "clean" end with nothing received)."""
+        self._empty_watches += count
+
+    def stall_watches(self) -> None:
+        """Every open watch stops sending anything (events, bookmarks, its timeout's end) but stays open: a
+        half-open connection as the client sees it. Watches opened afterwards are normal."""
+        self.store.broadcast(STALL)
 
     def send_bookmark(self) -> None:
         """Send a BOOKMARK (at the current revision) on every watch that asked for bookmarks."""
@@ -194,17 +208,35 @@ class FakeApiServer:
 
     def add_pdb(self, *, namespace: str, name: str, selector: dict[str, str] | None = None,
                 min_available: int | str | None = None, max_unavailable: int | str | None = None,
-                observed: bool = True) -> dict[str, Any]:
+                observed: bool = True, expected: int | None = None,
+                unhealthy_pod_eviction_policy: str | None = None) -> dict[str, Any]:
         """A policy/v1 PDB selecting ``selector`` (matchLabels); ``observed=False`` mimics a PDB the disruption
-        controller has not processed yet (evictions then get 429 with retryAfterSeconds 10)."""
+        controller has not processed yet (evictions then get 429 with retryAfterSeconds 10). ``expected`` is the
+        owning workload's replicas (expectedPods for maxUnavailable and percentages); by default, the most pods
+        the selector has matched at once. ``unhealthy_pod_eviction_policy``: "IfHealthyBudget" or "AlwaysAllow"."""
         spec: dict[str, Any] = {"selector": {"matchLabels": dict(selector or {})}}
         if min_available is not None:
             spec["minAvailable"] = min_available
         if max_unavailable is not None:
             spec["maxUnavailable"] = max_unavailable
+        if unhealthy_pod_eviction_policy is not None:
+            if unhealthy_pod_eviction_policy not in ("IfHealthyBudget", "AlwaysAllow"):
+                raise ValueError(f"unhealthyPodEvictionPolicy must be IfHealthyBudget or AlwaysAllow, "
+                                 f"got {unhealthy_pod_eviction_policy!r}")
+            spec["unhealthyPodEvictionPolicy"] = unhealthy_pod_eviction_policy
         if not observed:
             self.unobserved_pdbs.add(name)
-        return self.store.create(PDBS, {"metadata": {"name": name, "namespace": namespace}, "spec": spec})
+        created = self.store.create(PDBS, {"metadata": {"name": name, "namespace": namespace}, "spec": spec})
+        if expected is not None:
+            self.pods.pdbs.set_expected(created, expected)
+        return created
+
+    def set_pdb_expected(self, namespace: str, name: str, expected: int | None) -> None:
+        """Change a PDB's expected pods, as scaling its workload would (None: back to the high-water mark)."""
+        pdb = self.store.get(PDBS, namespace, name)
+        if pdb is None:
+            raise KeyError(f"no PodDisruptionBudget {namespace}/{name}")
+        self.pods.pdbs.set_expected(pdb, expected)
 
     def add_priority_class(self, name: str, value: int, *, global_default: bool = False) -> dict[str, Any]:
         return self.store.create(PRIORITY_CLASSES, {"metadata": {"name": name}, "value": value,

@@ -17,7 +17,7 @@ import asyncio
 import secrets
 from typing import Any
 
-from watchdog.fakes.apiserver_pdb import decide_eviction
+from watchdog.fakes.apiserver_pdb import PdbState, decide_eviction
 from watchdog.fakes.apiserver_store import (PDBS, PODS, PRIORITY_CLASSES, ApiError, Store, not_found, rfc3339,
                                             status_body)
 
@@ -53,6 +53,7 @@ class PodLogic:
         self.deletion_delay = deletion_delay
         self.instant_deletes = instant_deletes
         self.unobserved_pdbs = unobserved_pdbs
+        self.pdbs = PdbState(store, unobserved=unobserved_pdbs)
         self._pending: dict[tuple[str, str], asyncio.TimerHandle] = {}
 
     # ------------------------------------------------------------------ create
@@ -150,10 +151,12 @@ class PodLogic:
         if pod is None:
             raise not_found(PODS, name)
         verdict = decide_eviction(pod, self.store.list(PDBS, namespace), self.store.list(PODS, namespace),
-                                  unobserved=self.unobserved_pdbs)
+                                  state=self.pdbs)
         if not verdict.allowed:
             headers = {"Retry-After": str(verdict.retry_after)} if verdict.retry_after else {}
             return verdict.http_code, verdict.status or {}, headers
+        if verdict.consumes is not None and not dry_run:
+            self.pdbs.record_disruption(verdict.consumes, name)  # checkAndDecrement, before the delete
         self.delete(namespace, name, options, dry_run=dry_run)
         return 201, status_body(201, "", success=True), {}
 

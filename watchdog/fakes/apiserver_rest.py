@@ -17,7 +17,7 @@ from typing import Any
 
 from aiohttp import web
 
-from watchdog.fakes.apiserver_pdb import pdb_status, validate_pdb_spec
+from watchdog.fakes.apiserver_pdb import validate_pdb_spec
 from watchdog.fakes.apiserver_pods import PodLogic, dry_run_of
 from watchdog.fakes.apiserver_selectors import (SelectorError, fields_match, labels_match, parse_field_selector,
                                                 parse_label_selector)
@@ -161,8 +161,7 @@ class Rest:
 
     def _decorate(self, resource: ResourceType, obj: dict) -> dict:
         if resource is PDBS:  # the disruption controller keeps status current; the fake computes it on read
-            observed = obj["metadata"]["name"] not in self.pods.unobserved_pdbs
-            obj["status"] = pdb_status(obj, self.store.list(PODS), observed=observed)
+            obj["status"] = self.pods.pdbs.status(obj, self.store.list(PODS))
         return obj
 
     def _create(self, resource: ResourceType, ns: str, obj: dict, request: web.Request) -> dict:

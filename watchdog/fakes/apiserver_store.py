@@ -121,6 +121,8 @@ class Store:
         self._log: deque[StoredEvent] = deque(maxlen=history)
         self._subscribers: dict[ResourceType, set[asyncio.Queue]] = {r: set() for r in RESOURCE_TYPES}
         self.subscribers_changed = asyncio.Event()
+        # Called with every change after it is stored, like a controller's informer (the PDB state uses it).
+        self.observers: list[Callable[[StoredEvent], None]] = []
 
     # ------------------------------------------------------------------ reads
     def get(self, resource: ResourceType, namespace: str, name: str) -> dict[str, Any] | None:
@@ -169,6 +171,8 @@ class Store:
         self._log.append(event)
         for queue in self._subscribers[event.resource]:
             queue.put_nowait(event)
+        for observer in self.observers:
+            observer(event)
 
     # ------------------------------------------------------------------ watch support
     def expire_history(self) -> None:

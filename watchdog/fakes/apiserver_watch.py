@@ -29,6 +29,7 @@ class Bookmark:
 
 
 DROP = object()  # broadcast: close the connection without ending the chunked body
+STALL = object()  # broadcast: send nothing more, keep the connection open (a half-open connection)
 STOP = object()  # broadcast: end the stream cleanly (server shutdown)
 
 
@@ -52,6 +53,19 @@ def _convert(event: StoredEvent, matches: Callable[[dict | None], bool]) -> tupl
         gone["metadata"] = {**gone.get("metadata", {}), "resourceVersion": str(event.rv)}
         return ("DELETED", gone)
     return None
+
+
+async def _hold(queue: asyncio.Queue, request: web.Request) -> None:
+    """A stalled stream: swallow every change until the client goes away (aiohttp cancels the handler), the
+    server stops (STOP), or ``drop_watches`` (DROP) closes the connection."""
+    while True:
+        item = await queue.get()
+        if item is STOP:
+            return
+        if item is DROP:
+            if request.transport is not None:
+                request.transport.close()
+            return
 
 
 async def serve_watch(request: web.Request, *, store: Store, resource: ResourceType,
@@ -91,6 +105,9 @@ async def serve_watch(request: web.Request, *, store: Store, resource: ResourceT
             if item is DROP:
                 if request.transport is not None:
                     request.transport.close()
+                return response
+            if item is STALL:
+                await _hold(queue, request)
                 return response
             if isinstance(item, Bookmark):
                 if bookmarks:

@@ -8,7 +8,15 @@ reflector contract of client-go (tools/cache/reflector.go ListAndWatch):
 - remember the resourceVersion of every event, BOOKMARKs included, so a reconnect resumes where it stopped;
 - a watch that ends (timeoutSeconds, a dropped connection) is simply reopened from that version, with no relist;
 - only "410 Gone / too old resource version" (as an ERROR event or as the HTTP answer) forces a relist;
-- anything else (unreachable, 5xx, garbage) is counted and retried after an exponential backoff.
+- anything else (unreachable, 5xx, garbage) is counted and retried after an exponential backoff;
+- a watch that ends with nothing received long before its timeoutSeconds is a failure too (client-go's
+  handleWatch returns "very short watch … watch lasted less than a second and no items received" and the reflector
+  backs off): a proxy that answers 200 and closes at once must not turn the agent into a request loop;
+- a watch on which nothing at all (event or BOOKMARK) arrives for ``watch_idle_seconds`` is treated as a stalled,
+  half-open connection: not ok, counted, reopened after the backoff. The API server sends a bookmark about once a
+  minute to watchers that asked (apiserver/pkg/storage/cacher: bookmarkFrequency), hence the 150 s default;
+- an object that cannot be read as a pod is counted (``counters["malformed"]``) and skipped; its resourceVersion
+  still counts, so one bad object cannot pin the watch to a version it would replay forever.
 
 Why raw streaming (``list_pod_for_all_namespaces_without_preload_content(watch=True)``) and not
 ``kubernetes.aio.watch.Watch``: Watch builds its own ApiClient from the default Configuration on construction,
@@ -31,7 +39,7 @@ from typing import Any, Awaitable, Callable
 from kubernetes.aio import client as k8s
 
 from watchdog.kube.client import KubeApi
-from watchdog.kube.errors import KubeError, error_for_status, kube_errors, status_body, translate
+from watchdog.kube.errors import KubeError, KubeUnavailable, error_for_status, kube_errors, status_body, translate
 from watchdog.model import ContainerInfo, PodInfo
 
 log = logging.getLogger(__name__)
@@ -151,9 +159,12 @@ class PodWatcher:
     def __init__(self, api: KubeApi, *, node: str, on_event: Callable[[str, PodInfo], None],
                  on_relist: Callable[[list[PodInfo]], None], clock: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], Awaitable[None]] = asyncio.sleep, watch_timeout_seconds: int = 290,
-                 backoff_initial: float = 0.5, backoff_max: float = 30.0, gpu_memory_resource: str | None = None):
+                 watch_idle_seconds: float = 150.0, backoff_initial: float = 0.5, backoff_max: float = 30.0,
+                 gpu_memory_resource: str | None = None):
         if not node:
             raise ValueError("PodWatcher needs the node name (spec.nodeName) to select its pods")
+        if not watch_idle_seconds > 0:
+            raise ValueError(f"watch_idle_seconds must be positive, got {watch_idle_seconds!r}")
         self.api = api
         self.node = node
         self.on_event = on_event
@@ -161,12 +172,13 @@ class PodWatcher:
         self.clock = clock
         self.sleep = sleep
         self.watch_timeout_seconds = watch_timeout_seconds
+        self.watch_idle_seconds = watch_idle_seconds
         self.backoff_initial = backoff_initial
         self.backoff_max = backoff_max
         self.gpu_memory_resource = gpu_memory_resource
         self.resource_version: str | None = None
         self.counters = {"lists": 0, "relists": 0, "watches": 0, "errors": 0, "events": 0, "bookmarks": 0,
-                         "callback_errors": 0}
+                         "callback_errors": 0, "malformed": 0, "short_watches": 0, "stalled_watches": 0}
         self.last_error: str = ""
         self.last_success: float | None = None  # clock() of the last successful list or watch start
         self._ok = False
@@ -218,7 +230,8 @@ class PodWatcher:
         body = status_body(raw)
         if response.status != 200:
             raise error_for_status(response.status, body)
-        pods = [pod_info(item, gpu_memory_resource=self.gpu_memory_resource) for item in body.get("items") or []]
+        items = body.get("items") or []
+        pods = [info for info in (self._pod_or_none(item, "listed") for item in items) if info is not None]
         self.counters["lists"] += 1
         self.resource_version = (body.get("metadata") or {}).get("resourceVersion") or None
         self._succeeded()
@@ -232,8 +245,19 @@ class PodWatcher:
         self._ok = True
         self.last_success = self.clock()
 
+    def _pod_or_none(self, obj: Any, how: str) -> PodInfo | None:
+        """pod_info, or None (counted, logged) for an object that cannot be read as a pod."""
+        try:
+            return pod_info(obj, gpu_memory_resource=self.gpu_memory_resource)
+        except (ValueError, TypeError, KeyError, AttributeError) as error:
+            self.counters["malformed"] += 1
+            log.warning("pod watch on %s: skipping a malformed %s object: %s", self.node, how, error)
+            return None
+
     async def _watch(self) -> None:
-        """One watch request, read to its end. Returns on a clean end or a dropped connection after data."""
+        """One watch request, read to its end. Returns on a clean end or a dropped connection after data; raises
+        (so run() backs off) when the stream stalls, or ends long before its timeout with nothing received."""
+        started = self.clock()
         with kube_errors():
             response = await self.api.core.list_pod_for_all_namespaces_without_preload_content(
                 watch=True, field_selector=self._selector, resource_version=self.resource_version,
@@ -248,19 +272,39 @@ class PodWatcher:
             self._succeeded()
             received = 0
             while True:
+                idle = asyncio.timeout(self.watch_idle_seconds)
                 try:
-                    line = await response.content.readline()
+                    async with idle:
+                        line = await response.content.readline()
                 except Exception:  # noqa: BLE001 - aiohttp payload errors, resets, read timeouts
+                    if idle.expired():
+                        self.counters["stalled_watches"] += 1
+                        raise KubeUnavailable(f"pod watch stalled: nothing (not even a bookmark) received for "
+                                              f"{self.watch_idle_seconds:g} s") from None
                     if received:
                         return  # dropped after data: resume from the last version at once
                     raise  # dropped before anything arrived: count it and back off
                 if not line:
+                    self._check_not_too_short(received, started)
                     return  # timeoutSeconds reached, or the server closed the stream cleanly
                 if line.strip():
                     received += 1
                     self._handle(line)
         finally:
             response.release()
+
+    def _check_not_too_short(self, received: int, started: float) -> None:
+        """client-go tools/cache/reflector.go handleWatch: a watch that closes with no items long before its
+        timeout is an error ("very short watch"), so the caller backs off instead of reopening at once. client-go
+        draws the line at one second; half the requested timeoutSeconds also covers proxies that cut idle streams
+        after a few seconds, and a healthy watch gets a bookmark long before it (the server sends one about once a
+        minute)."""
+        lasted = self.clock() - started
+        if received or lasted >= self.watch_timeout_seconds / 2:
+            return
+        self.counters["short_watches"] += 1
+        raise KubeUnavailable(f"very short pod watch: it ended after {lasted:.1f} s with nothing received "
+                              f"(timeoutSeconds={self.watch_timeout_seconds})")
 
     def _handle(self, line: bytes) -> None:
         try:
@@ -273,16 +317,19 @@ class PodWatcher:
             if code == 410:
                 raise _Relist()
             raise error_for_status(int(code or 500), obj if isinstance(obj, dict) else {})
-        version = ((obj or {}).get("metadata") or {}).get("resourceVersion")
+        meta = obj.get("metadata") if isinstance(obj, dict) else None
+        version = meta.get("resourceVersion") if isinstance(meta, dict) else None
         if version:
-            self.resource_version = version
+            self.resource_version = str(version)
         if kind == "BOOKMARK":
             self.counters["bookmarks"] += 1
             return
         if kind not in ("ADDED", "MODIFIED", "DELETED"):
             raise KubeError(f"unknown watch event type {kind!r}")
         self.counters["events"] += 1
-        info = pod_info(obj, gpu_memory_resource=self.gpu_memory_resource)
+        info = self._pod_or_none(obj, kind)
+        if info is None:
+            return  # counted; the resourceVersion above already moved past it
         try:
             self.on_event(kind, info)
         except Exception:  # a consumer's bug must not stop the cache feed or lose our place in the stream
