@@ -190,8 +190,10 @@ class Attribution:
     api_ok: bool = True
 
     def pod(self, ref: PodRef) -> PodInfo | None:
-        if ref.uid and ref.uid in self.pods:
-            return self.pods[ref.uid]
+        """The cached pod a ref names: by UID when the ref has one (a UID not in the cache is None, never a
+        same-name replacement), else by namespace/name."""
+        if ref.uid:
+            return self.pods.get(ref.uid)
         for info in self.pods.values():
             if info.namespace == ref.namespace and info.name == ref.name:
                 return info
@@ -239,6 +241,7 @@ class Finding:
     usage: Mapping[str, float] = field(default_factory=lambda: EMPTY)
     needed: float | None = None
     message: str = ""
+    observed: bool = True  # False: kept open without fresh evidence this tick; last_tick is the last observed one
 
     @property
     def ticks(self) -> int:

@@ -85,13 +85,14 @@ def test_timeslice_antagonist_taking_sm_share_is_found(detector, ts_attr):
     noise = Noise()
     samples = []
     for t in range(TICKS):
-        a, b = (0.45, 0.55) if t >= ONSET else (0.6, 0.2)
+        a, b = (0.5, 0.5) if t >= ONSET else (0.6, 0.2)  # max-min fair: infer (wants 0.6) is held at 0.5
         samples.append(timeslice_sample(t, a=noise(a, 0.015), b=noise(b, 0.015)))
     history = run(detector, samples, ts_attr)
     found = [f for f in history[-1] if f.kind is FindingKind.INTERFERENCE and f.resource == "sm"]
     assert len(found) == 1
     assert found[0].culprit.key == "team-b/train" and [v.key for v in found[0].victims] == ["team-a/infer"]
     assert found[0].domain == "timeslice/GPU-1"
+    assert found[0].severity is Severity.CRITICAL  # held at its fair level while a neighbour took the rest
     assert not interference(history[:ONSET])
 
 
@@ -132,7 +133,7 @@ def test_victim_signal_override_uses_the_tenants_latency(victim_pod, antagonist_
         )
     found = [f for f in history[-1] if f.resource == "sm"]
     assert found and found[0].evidence["signal"] == "override"
-    assert found[0].culprit.key == "team-b/train"
+    assert found[0].culprit.key == "team-b/train" and found[0].severity is Severity.CRITICAL
 
 
 def test_missing_override_values_are_never_zero(victim_pod, antagonist_pod):
@@ -261,3 +262,4 @@ def test_gi_domain_dram_antagonist_between_compute_instances(detector, victim_po
         history.append(detector.step(sample(t, [gpu("GPU-2", instances=instances)]), attr))
     found = [f for f in history[-1] if f.resource == "dram"]
     assert found and found[0].domain == "gi/GPU-2/1" and found[0].culprit.key == "team-b/train"
+    assert found[0].severity is Severity.WARNING  # SM activity is only a proxy for DRAM: report only

@@ -93,6 +93,55 @@ def test_missing_memory_keeps_the_finding_open(shared_attr):
     gap = mig("MIG-s", gi=1, total=None, used=None)
     still = pressure(detector.step(sample(4, [gpu("GPU-0", instances=(gap,))]), shared_attr))
     assert still and still[0].first_tick == 0
+    # Kept open, but nothing was seen this tick: unobserved, and last_tick is the last reading, not now.
+    assert still[0].observed is False and still[0].last_tick == 3
+
+
+def test_pressure_nobody_can_see_is_never_reported_as_current(shared_attr):
+    """Reviewer t3: pressure seen at ticks 0–9, then memory reads fail; the finding must not look fresh at 30."""
+    detector = Detector(POLICY.model_copy(update={"memory_pressure": POLICY.memory_pressure.model_copy(
+        update={"stale_ticks": 40})}))
+    for t in range(10):
+        found = pressure(detector.step(shared_mig(t, a_bytes=4 * GIB, b_bytes=5 * GIB + 700 * MIB), shared_attr))
+    assert found[0].observed is True and found[0].last_tick == 9
+    blind = mig("MIG-s", gi=1, total=None, used=None, processes=(proc(100), proc(200)))
+    for t in range(10, 50):
+        found = pressure(detector.step(sample(t, [gpu("GPU-0", instances=(blind,))]), shared_attr))
+        assert [(f.observed, f.last_tick, f.first_tick) for f in found] == [(False, 9, 0)]
+    assert not pressure(detector.step(sample(50, [gpu("GPU-0", instances=(blind,))]), shared_attr))  # stale_ticks
+
+
+def test_a_small_allocation_within_its_request_does_not_make_the_culprit():
+    """Reviewer t5: serve grows 64 MiB inside its request while hog sits far above its own: hog is the culprit."""
+    hog = pod("batch", "hog", priority=10, request=8 * GIB)
+    serve = pod("prod", "serve", priority=50000, request=8 * GIB)
+    attr = attribution(devices={"GPU-1": [hog, serve]}, processes={100: hog, 200: serve})
+    detector = Detector()
+    for t in range(70):
+        serve_bytes = 6 * GIB + (64 * MIB if t >= 60 else 0)
+        used = 30 * GIB + serve_bytes + 2 * GIB - 30 * MIB  # free just under the 2 GiB (5 % of 40 GiB) threshold
+        processes = (proc(100, mem=30 * GIB), proc(200, mem=serve_bytes))
+        found = pressure(detector.step(sample(t, [gpu("GPU-1", total=40 * GIB, used=used, processes=processes)]), attr))
+    [f] = found
+    assert f.culprit.key == "batch/hog" and [v.key for v in f.victims] == ["prod/serve"]
+    assert f.evidence["relief_order"] == "batch/hog,prod/serve"
+
+
+def test_a_pod_gone_for_stale_ticks_is_forgotten_and_returns_as_new(pods):
+    a, b = pods
+    policy = POLICY.model_copy(update={"memory_pressure": POLICY.memory_pressure.model_copy(update={"stale_ticks": 5})})
+    detector = Detector(policy)
+    both = attribution(devices={"MIG-s": [a, b]}, processes={100: a, 200: b})
+    alone = attribution(devices={"MIG-s": [a, pod("team-c", "c")]}, processes={100: a})
+    for t in range(3):
+        detector.step(shared_mig(t, a_bytes=4 * GIB, b_bytes=5 * GIB), both)
+    for t in range(3, 12):  # b away for 9 ticks (> 5): its row and arrival tick are dropped
+        detector.step(shared_mig(t, a_bytes=4 * GIB, b_bytes=0), alone)
+    state = detector._memory._devices["MIG-s"]
+    assert "team-b/train" not in state.first_seen and "team-b/train" not in state.memory.members
+    for t in range(12, 16):  # back with 5.5 GiB: it arrived within the window, so it grew from nothing
+        found = pressure(detector.step(shared_mig(t, a_bytes=4 * GIB, b_bytes=5 * GIB + 512 * MIB), both))
+    assert found[0].culprit.key == "team-b/train" and found[0].evidence["culprit_growth_bytes"] == int(5.5 * GIB)
 
 
 def test_relief_order_ranks_like_the_kubelet():

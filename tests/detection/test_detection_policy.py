@@ -15,12 +15,28 @@ def error_fields(data: dict) -> list[str]:
 
 
 def test_defaults_are_the_documented_ones():
+    """Exactly the values docs/detection.md states: a change here is a change there."""
     policy = DetectionPolicy()
     p = policy.interference
-    assert (p.k_sigma, p.flags_needed, p.flags_window, p.min_correlation) == (3.0, 3, 5, 0.5)
-    assert 20 <= p.correlation_window <= 30
-    assert 13 in policy.xid.application and 79 in policy.xid.reset and 94 in policy.xid.contained
-    assert policy.xid.drain is False
+    assert (p.k_sigma, p.min_deviation, p.flags_needed, p.flags_window, p.clear_flags) == (3.0, 0.05, 3, 5, 2)
+    assert (p.baseline_alpha, p.baseline_min_ticks, p.correlation_window, p.min_correlation) == (0.05, 10, 24, 0.5)
+    assert (p.min_points, p.min_steady_ticks, p.min_antagonist_use, p.min_antagonist_rise) == (8, 4, 0.3, 0.15)
+    assert (p.steady_tolerance, p.victim_min_activity, p.saturation, p.dram_saturation) == (0.2, 0.1, 0.9, 0.8)
+    assert p.contention_reasons == 0x4 | 0x20  # SwPowerCap, SwThermalSlowdown: not HwSlowdown/HwThermal/PowerBrake
+    assert (p.fair_share_tolerance, p.cross_tenant_only, p.stale_ticks) == (0.02, True, 120)
+    m = policy.memory_pressure
+    assert (m.min_free_bytes, m.min_free_ratio, m.band_bytes, m.band_ratio) == (1 << 30, 0.05, 512 << 20, 0.02)
+    assert (m.for_ticks, m.growth_window, m.min_growth_share, m.stale_ticks) == (3, 30, 0.1, 60)
+    q = policy.quota
+    assert (q.tenants, q.memory_warning_ratio, q.for_ticks, q.stale_ticks) == ({}, 0.9, 5, 60)
+    u = policy.unauthorized
+    assert (u.for_ticks, u.min_pod_age_seconds, u.stale_ticks, u.exempt_labels) == (5, 30.0, 60, {})
+    assert u.exempt_namespaces == ("gpu-operator", "nvidia-gpu-operator", "kube-system")
+    x = policy.xid
+    assert x.application == (13, 31, 43, 45, 68, 109) and x.contained == (94,)
+    assert x.reset == (48, 63, 64, 74, 79, 92, 95, 119, 120) and x.ignore == ()
+    assert (x.drain, x.hold_seconds) == (False, 300.0)
+    assert policy.victim_signal_overrides == {}
 
 
 @pytest.mark.parametrize(
@@ -40,6 +56,9 @@ def test_defaults_are_the_documented_ones():
         ({"victim_signal_overrides": {"ml": {"query": ""}}}, "victim_signal_overrides.ml.query"),
         ({"victim_signal_overrides": {"ml": {}}}, "victim_signal_overrides.ml.query"),
         ({"interference": {"kk_sigma": 3}}, "interference.kk_sigma"),
+        ({"unauthorized": {"exempt_labels": {"": "x"}}}, "unauthorized"),
+        ({"memory_pressure": {"min_growth_share": 2}}, "memory_pressure.min_growth_share"),
+        ({"quota": {"stale_ticks": 0}}, "quota.stale_ticks"),
     ],
 )
 def test_invalid_values_name_the_field(data, field):

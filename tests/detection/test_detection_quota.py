@@ -94,3 +94,62 @@ def test_mig_memory_warning_is_a_warning():
         found = quota(detector.step(sample(t, [gpu("GPU-0", instances=(instance,))]), attr))
     [f] = found
     assert f.severity is Severity.WARNING and f.domain == "mig/MIG-1" and f.culprit.key == "ml/a"
+
+
+def test_unreadable_usage_is_reported_unobserved_with_its_last_seen_tick():
+    detector = Detector(policy())
+    for t in range(4):
+        detector.step(node(t, a_bytes=5 * GIB, b_bytes=8 * GIB), ATTR)
+    blind = (mig("MIG-1", gi=1, used=None, processes=(proc(1),)), mig("MIG-2", gi=2, used=None, processes=(proc(2),)))
+    [f] = quota(detector.step(sample(4, [gpu("GPU-0", instances=blind)]), ATTR))
+    assert f.observed is False and f.last_tick == 3
+    [f] = quota(detector.step(node(5, a_bytes=5 * GIB, b_bytes=8 * GIB), ATTR))
+    assert f.observed is True and f.last_tick == 5 and f.first_tick == 0
+
+
+def test_a_quota_removed_by_hot_reload_closes_its_breach_at_once():
+    """Reviewer t4: the operator deletes the tenant's limit; the open CRITICAL breach must not linger."""
+    detector = Detector(policy())
+    for t in range(5):
+        found = quota(detector.step(node(t, a_bytes=5 * GIB, b_bytes=8 * GIB), ATTR))
+    assert [f.key for f in found] == ["quota/ml/memory"]
+    detector.set_policy(DetectionPolicy.model_validate({"quota": {"for_ticks": 3, "memory_warning_ratio": None}}))
+    assert not quota(detector.step(node(5, a_bytes=5 * GIB, b_bytes=8 * GIB), ATTR))
+
+
+def test_a_removed_limit_also_forgets_its_pending_run():
+    detector = Detector(policy())
+    for t in range(2):  # breached, not yet for_ticks
+        detector.step(node(t, a_bytes=5 * GIB, b_bytes=8 * GIB), ATTR)
+    detector.set_policy(policy(tenants={"ml": {**TENANT, "gpu_memory_bytes": None}}))
+    detector.set_policy(policy())  # the limit is back: its run starts over
+    history = [quota(detector.step(node(t, a_bytes=5 * GIB, b_bytes=8 * GIB), ATTR)) for t in range(2, 5)]
+    assert [bool(h) for h in history] == [False, False, True] and history[-1][0].first_tick == 2
+
+
+def test_a_missing_gpu_neither_clears_nor_restarts_the_breach():
+    """Reviewer t6: one sample without the tenant's GPU must not clear the breach and restart its `for`."""
+    detector = Detector(policy())
+    for t in range(5):
+        detector.step(node(t, a_bytes=5 * GIB, b_bytes=8 * GIB), ATTR)
+    [gap] = quota(detector.step(sample(5, []), ATTR))
+    assert gap.key == "quota/ml/memory" and gap.observed is False and gap.last_tick == 4
+    lost = quota(detector.step(sample(6, [gpu("GPU-0", lost=True)]), ATTR))
+    assert [(f.observed, f.first_tick) for f in lost] == [(False, 0)]
+    [back] = quota(detector.step(node(7, a_bytes=5 * GIB, b_bytes=8 * GIB), ATTR))
+    assert back.observed is True and back.first_tick == 0
+
+
+def test_a_missing_gpu_does_not_start_a_breach_either():
+    detector = Detector(policy())
+    spread = attribution(devices={"MIG-1": [ML1], "MIG-9": [ML3]}, processes={1: ML1})
+    for t in range(6):  # MIG-9 (ml/c's) is never in the sample: ml's sum is unknown, nothing starts
+        assert not quota(detector.step(node(t, a_bytes=13 * GIB, b_bytes=0), spread))
+
+
+def test_an_unobserved_breach_expires_after_stale_ticks():
+    detector = Detector(policy(stale_ticks=4))
+    for t in range(5):
+        detector.step(node(t, a_bytes=5 * GIB, b_bytes=8 * GIB), ATTR)
+    history = [quota(detector.step(sample(t, []), ATTR)) for t in range(5, 10)]
+    assert [bool(h) for h in history] == [True, True, True, True, False]

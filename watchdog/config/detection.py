@@ -1,10 +1,11 @@
 """The detection policy: what counts as interference, memory pressure, a quota breach, unauthorized use, a bad Xid.
 
 It lives in config (not in watchdog.detection) because the policy file, `gpu-watchdog replay` and the evaluation
-all load it and it must be validated, with errors naming the field, before any stage runs. Every duration is in
-*ticks* (one sampling interval each, 1 s by default): detection never reads a clock, so a recorded run replays to
-the same findings whatever the machine's speed. Defaults favour precision: a false finding may become a wrongful
-eviction.
+all load it and it must be validated, with errors naming the field, before any stage runs. Durations are in
+*ticks* (one sampling interval each, 1 s by default) so that a recorded run replays to the same findings whatever
+the machine's speed; the two exceptions are named `…_seconds` and compare timestamps carried by the data itself
+(`unauthorized.min_pod_age_seconds`: the sample's time against the pod's creationTimestamp; `xid.hold_seconds`: the
+sample's time against the event's). Defaults favour precision: a false finding may become a wrongful eviction.
 """
 
 from __future__ import annotations
@@ -13,10 +14,15 @@ from pydantic import Field, model_validator
 
 from watchdog.config._base import Section
 
-# nvmlClocksEventReason* bits that mean "a shared budget slowed the clocks" (nvml.h; reference/nvml.md §5):
-# SwPowerCap 0x4, HwSlowdown 0x8, SwThermalSlowdown 0x20, HwThermalSlowdown 0x40, HwPowerBrakeSlowdown 0x80.
-# GpuIdle (0x1), application/display clock settings and SyncBoost are not contention and are left out.
-DEFAULT_CONTENTION_REASONS = 0x4 | 0x8 | 0x20 | 0x40 | 0x80
+# nvmlClocksEventReason* bits that mean "the GPU's own power/thermal budget slowed the clocks" (nvml.h; reference
+# nvml.md §5): SwPowerCap 0x4 and SwThermalSlowdown 0x20, which the driver raises when the board's draw or
+# temperature reaches its limit, i.e. when the work on the GPU spends the budget. Left out: HwSlowdown 0x8,
+# HwThermalSlowdown 0x40 and HwPowerBrakeSlowdown 0x80, which nvml.h documents as external or node-level causes
+# (an external power-brake signal from the system, the board's hardware slowdown) that no tenant can be blamed for;
+# GpuIdle (0x1), application/display clock settings and SyncBoost are not contention at all.
+SW_POWER_CAP = 0x4
+SW_THERMAL_SLOWDOWN = 0x20
+DEFAULT_CONTENTION_REASONS = SW_POWER_CAP | SW_THERMAL_SLOWDOWN
 
 
 class InterferencePolicy(Section):
@@ -89,6 +95,13 @@ class InterferencePolicy(Section):
         ge=1,
         description="nvmlClocksEventReason bit mask meaning the power/thermal budget is contended.",
     )
+    fair_share_tolerance: float = Field(
+        0.02,
+        ge=0,
+        le=1,
+        description="Time-sliced GPU / GPU instance: a pod is a victim only while its use is below its "
+        "water-filling fair share by more than this (0–1 of its own share).",
+    )
     cross_tenant_only: bool = Field(True, description="Ignore antagonists of the victim's own tenant.")
     stale_ticks: int = Field(120, ge=1, description="Forget a pod's learned state after this many ticks unseen.")
 
@@ -122,6 +135,16 @@ class MemoryPressurePolicy(Section):
     for_ticks: int = Field(3, ge=1, description="Consecutive ticks below threshold before it is a finding.")
     growth_window: int = Field(
         30, ge=2, le=600, description="Ticks over which each pod's memory growth is measured (culprit)."
+    )
+    min_growth_share: float = Field(
+        0.1,
+        ge=0,
+        le=1,
+        description="The grower is the culprit only when its growth is at least this share of `needed` (and it is "
+        "above its request, when one is known); else the first pod in relief order is.",
+    )
+    stale_ticks: int = Field(
+        60, ge=1, description="Drop a finding, and forget a pod, after this many ticks without a reading."
     )
 
 
@@ -160,6 +183,12 @@ class QuotaPolicy(Section):
         description="Warn (never act) when a MIG instance's used memory exceeds this share of its size.",
     )
     for_ticks: int = Field(5, ge=1, description="Consecutive ticks a breach must hold before it is a finding.")
+    stale_ticks: int = Field(60, ge=1, description="Drop a breach after this many ticks it could not be judged.")
+
+
+# The NVIDIA GPU operator's validator and device-plugin pods see every GPU on purpose (its default namespaces are
+# gpu-operator and nvidia-gpu-operator); kube-system hosts node agents such as DCGM and the device plugin itself.
+DEFAULT_EXEMPT_NAMESPACES = ("gpu-operator", "nvidia-gpu-operator", "kube-system")
 
 
 class UnauthorizedPolicy(Section):
@@ -172,6 +201,24 @@ class UnauthorizedPolicy(Section):
     min_pod_age_seconds: float = Field(
         30.0, ge=0, description="Ignore pods younger than this: their assignment may not be listed yet."
     )
+    exempt_namespaces: tuple[str, ...] = Field(
+        DEFAULT_EXEMPT_NAMESPACES,
+        description="Namespaces whose pods may use any device (GPU-operator validators run with "
+        "NVIDIA_VISIBLE_DEVICES=all).",
+    )
+    exempt_labels: dict[str, str] = Field(
+        default_factory=dict,
+        description="Label selector (matchLabels: every pair must match): pods it selects may use any device.",
+    )
+    stale_ticks: int = Field(
+        60, ge=1, description="Drop a finding after this many ticks it could not be judged (GPU or kubelet missing)."
+    )
+
+    @model_validator(mode="after")
+    def _selector_keys(self) -> UnauthorizedPolicy:
+        if any(not key for key in self.exempt_labels):
+            raise ValueError("exempt_labels: a label key must not be empty")
+        return self
 
 
 # Sources: application-level Xids = the k8s-device-plugin's default ignore list (internal/rm/health.go, reference

@@ -84,7 +84,7 @@ class Detector:
             *self._memory.step(devices, attribution, **when),
             *self._quota.step(devices, attribution, **when),
             *self._unauthorized.step(devices, attribution, **when),
-            *self._xid.step(sample, devices),
+            *self._xid.step(sample, devices, attribution),
         ]
         return tuple(sorted(findings, key=lambda finding: finding.key))
 

@@ -45,6 +45,7 @@ class Device:
     pod_memory: Mapping[str, int] = field(default_factory=lambda: EMPTY)  # pod key → bytes
     pod_sm: Mapping[str, float] = field(default_factory=lambda: EMPTY)  # pod key → SM activity 0–1
     pod_dram: Mapping[str, float] = field(default_factory=lambda: EMPTY)  # pod key → memory-controller share 0–1
+    unattributed_sm: float | None = None  # SM activity (0–1 of this device) of processes no known pod owns
 
     @property
     def profile(self) -> str | None:
@@ -79,6 +80,7 @@ class Domain:
     busy: float | None = None  # timeslice: GPU busy share; gi: DRAM bandwidth use
     clock_loss: float | None = None  # power: 1 − sm_clock / max
     reasons: int | None = None  # power: nvmlClocksEventReason mask
+    unattributed: float | None = None  # power: share of the GPU's compute driven by processes of no known pod
 
 
 def _unique(refs: list[PodRef]) -> tuple[PodRef, ...]:
@@ -118,6 +120,12 @@ def _device(
         whole = gpu.sm_util if gpu.sm_util is not None else gpu.gpu_util
         if not sm and len(pods) == 1 and whole is not None:
             sm = {pods[0].key: whole}
+    if mig is not None:
+        # An instance nobody was given but that computes (a host process, a pod the cache does not know yet).
+        unattributed = mig.sm_util if not pods else None
+    else:
+        unowned = [p.sm_util for p in processes if p.pid not in owners and p.sm_util is not None]
+        unattributed = sum(unowned) if unowned else None
     return Device(
         uuid=uuid,
         gpu=gpu,
@@ -131,11 +139,13 @@ def _device(
         pod_memory=memory,
         pod_sm=sm,
         pod_dram=_sum_by_pod(processes, owners, "memory_util") if mig is None else {},
+        unattributed_sm=unattributed,
     )
 
 
 def devices_of(sample: NodeSample, attribution: Attribution) -> list[Device]:
-    """Every MIG instance and every non-MIG GPU of the sample; lost GPUs have no devices."""
+    """Every MIG instance and every non-MIG GPU of the sample; lost GPUs have no devices (Xid scoping falls back
+    to the kubelet's assignments for them)."""
     devices: list[Device] = []
     for gpu in sample.gpus:
         if gpu.lost:
@@ -236,6 +246,7 @@ def _power_domain(gpu: GpuSample, devices: list[Device]) -> Domain | None:
     if gpu.sm_clock_mhz is not None and gpu.sm_clock_max_mhz:
         loss = max(0.0, min(1.0, 1.0 - gpu.sm_clock_mhz / gpu.sm_clock_max_mhz))
     share = _share(devices, pods) if gpu.mig_enabled else {ref.key: 1.0 for ref in pods}
+    unowned = [d.unattributed_sm * d.share for d in devices if d.unattributed_sm is not None]
     return Domain(
         key=f"gpu/{gpu.uuid}/power",
         kind=DomainKind.POWER,
@@ -246,4 +257,5 @@ def _power_domain(gpu: GpuSample, devices: list[Device]) -> Domain | None:
         share=share,
         clock_loss=loss,
         reasons=gpu.clock_event_reasons,
+        unattributed=sum(unowned) if unowned else None,
     )

@@ -6,12 +6,15 @@ on it fails, usually the one that did nothing wrong. So pressure is judged on th
 threshold + a band (koordlet's memory eviction uses the same band idea: thr and thr−2, reference peers.md), and
 only reported after it held `for_ticks` ticks. The pods are ranked for relief the way the kubelet ranks pods
 under node memory pressure (usage above request first, then lower priority, then usage above request;
-kubernetes/website node-pressure-eviction.md).
+kubernetes/website node-pressure-eviction.md). The pod that grew is named only when its growth is a real part of
+the deficit and it is above its request; a small allocation within a request does not make a pod the cause of a
+neighbour sitting gigabytes above its own. A device that cannot be read keeps its finding open, marked unobserved
+(`observed=False`, `last_tick` = the last reading), so nothing acts on a pressure nobody can see any more.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 import numpy as np
@@ -27,9 +30,17 @@ from watchdog.model import Attribution, Finding, FindingKind, PodRef, Severity
 class _DeviceState:
     memory: SlotRing
     first_seen: dict[str, int] = field(default_factory=dict)  # pod key → tick it first appeared on the device
+    last_seen: dict[str, int] = field(default_factory=dict)  # pod key → last tick it was on the device
     created: int = 0
     last_tick: int = 0
     finding: Finding | None = None
+
+
+def _above_request(ref: PodRef, usage: dict[str, float], attribution: Attribution) -> bool:
+    """Whether the pod uses more than its GPU memory request; True when no request is known (nothing to be within)."""
+    info = attribution.pod(ref)
+    request = info.gpu_memory_request_bytes if info else None
+    return request is None or usage.get(ref.key, 0.0) > request
 
 
 def relief_order(pods: tuple[PodRef, ...], usage: dict[str, float], attribution: Attribution) -> list[PodRef]:
@@ -67,12 +78,12 @@ class MemoryPressureDetector:
             return []
         findings: list[Finding] = []
         for device in devices:
-            if len(device.pods) < 2:
+            if len(device.pods) < 2 and attribution.healthy:
                 self._devices.pop(device.uuid, None)
                 self._runs.end(device.uuid)
                 continue
-            if device.memory_total is None or device.memory_used is None:
-                continue  # missing this tick: keep whatever was open
+            if device.memory_total is None or device.memory_used is None or len(device.pods) < 2:
+                continue  # unreadable this tick (memory, or who is on it): keep whatever was open, unobserved
             state = self._devices.get(device.uuid)
             if state is None:
                 state = self._devices[device.uuid] = _DeviceState(SlotRing(policy.growth_window), created=tick)
@@ -80,15 +91,27 @@ class MemoryPressureDetector:
             state.memory.advance()
             for ref in device.pods:
                 state.first_seen.setdefault(ref.key, tick)
+                state.last_seen[ref.key] = tick
                 state.memory.set(ref.key, device.pod_memory.get(ref.key))
+            self._forget_departed(state, tick=tick)
             state.finding = self._judge(device, state, attribution, tick=tick, timestamp=timestamp)
         for uuid, state in list(self._devices.items()):
-            if tick - state.last_tick > self._policy.interference.stale_ticks:
+            if tick - state.last_tick > policy.stale_ticks:
                 del self._devices[uuid]
                 self._runs.end(uuid)
             elif state.finding is not None:
-                findings.append(state.finding)
+                fresh = state.last_tick == tick
+                findings.append(state.finding if fresh else replace(state.finding, observed=False))
         return findings
+
+    def _forget_departed(self, state: _DeviceState, *, tick: int) -> None:
+        """Pods gone from the device for `stale_ticks`: their ring row and arrival tick go (a return is new)."""
+        stale = self._policy.memory_pressure.stale_ticks
+        for key, seen in list(state.last_seen.items()):
+            if tick - seen > stale:
+                del state.last_seen[key]
+                state.first_seen.pop(key, None)
+                state.memory.forget(key)
 
     def _judge(
         self, device: Device, state: _DeviceState, attribution: Attribution, *, tick: int, timestamp: float
@@ -109,11 +132,12 @@ class MemoryPressureDetector:
         usage = {k: float(v) for k, v in device.pod_memory.items()}
         growth = {ref.key: self._growth(state, ref.key, tick=tick) for ref in device.pods}
         order = relief_order(device.pods, usage, attribution)
+        needed = threshold + band - free
         grower = max(device.pods, key=lambda ref: growth[ref.key])
-        culprit = grower if growth[grower.key] > 0 else order[0]
+        meaningful = growth[grower.key] > 0 and growth[grower.key] >= policy.min_growth_share * needed
+        culprit = grower if meaningful and _above_request(grower, usage, attribution) else order[0]
         victims = tuple(ref for ref in device.pods if ref.key != culprit.key)
         kind = "mig" if device.mig is not None else "timeslice"
-        needed = threshold + band - free
         return Finding(
             kind=FindingKind.MEMORY_PRESSURE,
             key=f"memory_pressure/{kind}/{device.uuid}",
@@ -138,7 +162,8 @@ class MemoryPressureDetector:
             },
             usage=usage,
             needed=float(needed),
-            message=f"{device.uuid}: {free / 2**20:.0f} MiB free of {total / 2**20:.0f} MiB; {culprit.key} grew most",
+            message=f"{device.uuid}: {free / 2**20:.0f} MiB free of {total / 2**20:.0f} MiB; {culprit.key} "
+            + ("grew most" if culprit.key == grower.key and meaningful else "ranks first for relief"),
         )
 
     def _growth(self, state: _DeviceState, pod: str, *, tick: int) -> float:

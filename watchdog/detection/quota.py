@@ -5,11 +5,14 @@ we only watch what NVML reports and let a breach that *persists* (for_ticks) bec
 excess so the action stage can free exactly that. Limits: GPU memory summed over a tenant's pods, DRAM time share
 on each time-sliced GPU (Σ per-process memory util; MIG isolates DRAM so it is not checked there), and MIG
 instances held per profile. A MIG instance filling up gets a WARNING, which is never acted on.
-Missing numbers never clear or start anything: a tenant whose usage could not be fully read this tick keeps its run.
+Missing numbers never clear or start anything: a tenant whose usage could not be fully read this tick keeps its run,
+and its open breach is reported unobserved (`observed=False`, `last_tick` = the last tick it was seen) until it can
+be judged again or `stale_ticks` pass. A limit removed by a policy reload closes its breach at once.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from typing import Callable
 
 from watchdog.config.detection import DetectionPolicy
@@ -18,42 +21,88 @@ from watchdog.detection.runs import Run, Runs
 from watchdog.model import Attribution, Finding, FindingKind, PodRef, Severity
 
 
+Limit = tuple[str, str, str]  # (tenant or "", "memory" | "dram" | "instances" | "mig-memory", profile or "")
+
+
+@dataclass(slots=True)
+class _Open:
+    finding: Finding  # as of last_observed
+    last_observed: int
+
+
 class QuotaDetector:
     def __init__(self, policy: DetectionPolicy, *, tenant_of: Callable[[PodRef], str]) -> None:
         self._policy = policy
         self._tenant_of = tenant_of
         self._runs = Runs()
-        self._open: dict[str, tuple[int, Finding]] = {}  # key → (tick last evaluated, finding)
+        self._open: dict[str, _Open] = {}
+        self._limits: dict[str, Limit] = {}  # key of every run or open breach → the limit it checks
         self._tick, self._timestamp = 0, 0.0
-        self._seen: set[str] = set()
         self._refs: dict[str, PodRef] = {}
 
     def set_policy(self, policy: DetectionPolicy) -> None:
-        self._policy = policy  # runs of limits that disappeared end at the next tick (they are no longer true)
+        self._policy = policy
+        self._drop_unconfigured()
 
     def step(self, devices: list[Device], attribution: Attribution, *, tick: int, timestamp: float) -> list[Finding]:
         policy = self._policy.quota
         if not policy.enabled:
-            self._runs, self._open = Runs(), {}
+            self._runs, self._open, self._limits = Runs(), {}, {}
             return []
-        self._tick, self._timestamp, self._seen = tick, timestamp, set()
+        self._tick, self._timestamp = tick, timestamp
         self._refs = {ref.key: ref for device in devices for ref in device.pods}
-        self._memory(devices)
+        self._drop_unconfigured()
+        self._memory(devices, attribution)
         self._dram(devices)
         if attribution.healthy:  # instance counts come from the kubelet's assignments: only trust a fresh list
             self._instances(devices, attribution)
         self._warnings(devices)
-        for key, (last, _) in list(self._open.items()):
-            if key not in self._seen and tick - last > self._policy.interference.stale_ticks:
-                del self._open[key]
-                self._runs.end(key)
-        return [finding for _, finding in self._open.values()]
+        findings = []
+        for key, entry in list(self._open.items()):
+            if tick - entry.last_observed > policy.stale_ticks:
+                self._end(key)
+            elif entry.last_observed == tick:
+                findings.append(entry.finding)
+            else:
+                findings.append(replace(entry.finding, observed=False))
+        return findings
+
+    def _drop_unconfigured(self) -> None:
+        """Runs and breaches of limits the policy no longer sets end now: nothing is breached without a limit."""
+        for key, limit in list(self._limits.items()):
+            if not self._configured(limit):
+                self._end(key)
+
+    def _configured(self, limit: Limit) -> bool:
+        tenant, resource, profile = limit
+        policy = self._policy.quota
+        if resource == "mig-memory":
+            return policy.memory_warning_ratio is not None
+        quota = policy.tenants.get(tenant)
+        if quota is None:
+            return False
+        if resource == "memory":
+            return quota.gpu_memory_bytes is not None
+        if resource == "dram":
+            return quota.dram_share is not None
+        return profile in quota.instances
+
+    def _end(self, key: str) -> None:
+        self._runs.end(key)
+        self._open.pop(key, None)
+        self._limits.pop(key, None)
 
     # ------------------------------------------------------------------------------------------- the checks
 
-    def _memory(self, devices: list[Device]) -> None:
+    def _memory(self, devices: list[Device], attribution: Attribution) -> None:
         usage: dict[str, dict[str, float]] = {}
-        incomplete: set[str] = set()
+        incomplete: set[str] = set()  # a pod's bytes unreadable: a sum over the limit is still a breach
+        present = {device.uuid for device in devices}
+        # A device the kubelet assigned but the sample lacks (its GPU lost or absent this tick): the tenant's sum
+        # is unknown in both directions, so its run neither starts, advances nor ends.
+        unseen = {
+            self._tenant_of(ref) for uuid, refs in attribution.devices.items() if uuid not in present for ref in refs
+        }
         for device in devices:
             for ref in device.pods:
                 tenant = self._tenant_of(ref)
@@ -68,9 +117,13 @@ class QuotaDetector:
             per_pod = usage.get(tenant, {})
             total, limit = sum(per_pod.values()), quota.gpu_memory_bytes
             key = f"quota/{tenant}/memory"
-            run = self._check(key, None if total <= limit and tenant in incomplete else total > limit)
+            if tenant in unseen:
+                breached = None
+            else:
+                breached = None if total <= limit and tenant in incomplete else total > limit
+            run = self._check(key, breached, limit=(tenant, "memory", ""))
             if run is not None:
-                self._open[key] = (self._tick, self._finding(
+                self._open_breach(key, self._finding(
                     run, key=key, domain=f"tenant/{tenant}", resource="memory", tenant=tenant, usage=per_pod,
                     culprit=self._largest(per_pod), needed=total - limit, evidence={"usage": total, "limit": limit},
                     message=f"tenant {tenant} uses {total / 2**30:.2f} GiB of GPU memory, limit {limit / 2**30:.2f}",
@@ -91,9 +144,9 @@ class QuotaDetector:
                 total, limit = sum(per_pod.values()), quota.dram_share
                 key = f"quota/{tenant}/dram/{device.uuid}"
                 has_pod = any(self._tenant_of(ref) == tenant for ref in device.pods)
-                run = self._check(key, total > limit if per_pod or not has_pod else None)
+                run = self._check(key, total > limit if per_pod or not has_pod else None, limit=(tenant, "dram", ""))
                 if run is not None:
-                    self._open[key] = (self._tick, self._finding(
+                    self._open_breach(key, self._finding(
                         run, key=key, domain=f"tenant/{tenant}", resource="dram", tenant=tenant, usage=per_pod,
                         culprit=self._largest(per_pod), needed=total - limit,
                         evidence={"usage": round(total, 4), "limit": limit, "gpu_uuid": device.uuid},
@@ -114,11 +167,11 @@ class QuotaDetector:
                 for ref in holders.values():
                     usage[ref.key] = usage.get(ref.key, 0.0) + 1
                 key = f"quota/{tenant}/instances/{profile}"
-                run = self._check(key, len(holders) > limit)
+                run = self._check(key, len(holders) > limit, limit=(tenant, "instances", profile))
                 if run is not None:
                     # The newest holder is the one whose instance pushed the tenant over its limit.
                     newest = max(holders.values(), key=lambda ref: _created(attribution, ref))
-                    self._open[key] = (self._tick, self._finding(
+                    self._open_breach(key, self._finding(
                         run, key=key, domain=f"tenant/{tenant}", resource="instances", tenant=tenant, usage=usage,
                         culprit=newest, needed=float(len(holders) - limit),
                         evidence={"usage": len(holders), "limit": limit, "profile": profile},
@@ -134,11 +187,11 @@ class QuotaDetector:
                 continue
             used = device.memory_used / device.memory_total
             key = f"quota/mig-memory/{device.uuid}"
-            run = self._check(key, used > ratio)
+            run = self._check(key, used > ratio, limit=("", "mig-memory", ""))
             if run is not None:
                 usage = {k: float(v) for k, v in device.pod_memory.items()}
                 top = max(device.pods, key=lambda ref: usage.get(ref.key, 0.0), default=None)
-                self._open[key] = (self._tick, self._finding(
+                self._open_breach(key, self._finding(
                     run, key=key, domain=f"mig/{device.uuid}", resource="memory",
                     tenant=self._tenant_of(top) if top else None, usage=usage, culprit=top,
                     needed=device.memory_used - ratio * device.memory_total, severity=Severity.WARNING,
@@ -148,19 +201,19 @@ class QuotaDetector:
 
     # -------------------------------------------------------------------------------------------- plumbing
 
-    def _check(self, key: str, breached: bool | None) -> Run | None:
+    def _check(self, key: str, breached: bool | None, *, limit: Limit) -> Run | None:
         """The active run when the breach held long enough; None = could not tell, so nothing changes."""
-        self._seen.add(key)
         if breached is None:
-            if key in self._open:
-                self._open[key] = (self._tick, self._open[key][1])
             return None
         if not breached:
-            self._runs.end(key)
-            self._open.pop(key, None)
+            self._end(key)
             return None
+        self._limits[key] = limit
         run = self._runs.hold(key, tick=self._tick, timestamp=self._timestamp, for_ticks=self._policy.quota.for_ticks)
         return run if run.active else None
+
+    def _open_breach(self, key: str, finding: Finding) -> None:
+        self._open[key] = _Open(finding, self._tick)
 
     def _largest(self, usage: dict[str, float]) -> PodRef | None:
         return self._refs.get(max(usage, key=usage.__getitem__)) if usage else None

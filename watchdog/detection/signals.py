@@ -11,6 +11,13 @@ Pure (no I/O). Every signal is oriented so that *higher is worse* and is 0–1 f
 * gi (GPU instance with several compute instances): ``1 − SM activity`` of the pod's compute instance (GPM is
   per CI for SM, per GI for DRAM, nvml.md §3b). Contended while the GI's DRAM bandwidth is saturated.
 
+A share-based signal cannot tell "the neighbour took it" from "I asked for less": a work-conserving scheduler
+hands the time a pod stops asking for to whoever does, so the GPU stays saturated either way. What it can tell is
+whether the pod was held at its *fair level*: max-min fairness (water-filling) gives every pod min(demand, level),
+so a pod below the level got all it asked for and is not starved, whatever its history (`fair_levels`); only a pod
+held at the level can have demand a neighbour took. The GPU-instance domain judges DRAM by an SM-activity proxy, so
+its findings are warnings unless the tenant's own signal says it suffers.
+
 A tenant may replace the signal with its own (e.g. p99 latency from PromQL); the service evaluates the query and
 hands the value in, detection only orients it.
 """
@@ -71,3 +78,32 @@ def victim_signal(
             return Signal(None, "nvml")
         return Signal(domain.clock_loss * activity, "nvml")
     return Signal(max(0.0, 1.0 - activity), "nvml")
+
+
+def fair_levels(domain: Domain) -> dict[str, float]:
+    """Per pod: its water-filling fair share of the domain, as use relative to its own share (0–1).
+
+    Time-sliced GPU: every pod weighs 1 and uses its SM time share. GPU instance: a pod weighs its compute
+    instance's slices and uses activity × slices, a proxy for its part of the GI's DRAM bandwidth. The capacity is
+    what the pods use together (the domain is only judged while saturated), the others' demands are taken to be
+    what they get, and the pod itself asks for everything: the level it would then reach is its fair share. Pods
+    whose use is unknown are left out; the power domain has no shares to be fair about and gets nothing.
+    """
+    if domain.kind is DomainKind.POWER:
+        return {}
+    uses: dict[str, tuple[float, float]] = {}  # pod key → (use in capacity units, weight)
+    for key, activity in domain.activity.items():
+        weight = domain.share.get(key, 0.0)
+        if activity is not None and weight > 0:
+            uses[key] = (activity * weight, weight)
+    capacity = sum(use for use, _ in uses.values())
+    levels: dict[str, float] = {}
+    for key, (_, weight) in uses.items():
+        others = sorted((use / w, use, w) for other, (use, w) in uses.items() if other != key)
+        remaining, weights = capacity, weight + sum(w for _, _, w in others)
+        for ratio, use, w in others:
+            if ratio >= remaining / weights:
+                break  # this one (and every later one) wants more than the level: they share what remains
+            remaining, weights = remaining - use, weights - w
+        levels[key] = min(1.0, remaining / weights)
+    return levels

@@ -5,17 +5,32 @@ bypasses the device plugin: the kubelet's PodResources list does not name the de
 its process there. Judged only when attribution is healthy, because "the kubelet did not list it" means nothing
 when the kubelet could not be read; processes whose pod is unknown (host processes, a stale PID) are never
 judged; young pods get a grace period and the use must persist `for_ticks`, because PodResources is refreshed on a
-timer and a just-started pod is legitimately absent from the last list.
+timer and a just-started pod is legitimately absent from the last list. Two more legitimate cases are left alone: a
+pod that is no longer live (deletionTimestamp set, or Succeeded/Failed), whose assignment the kubelet has already
+released while its process is still exiting, and the pods the policy exempts (the NVIDIA GPU operator's validators
+run with NVIDIA_VISIBLE_DEVICES=all by design). A finding that cannot be re-judged (kubelet unreadable, GPU missing)
+stays open unobserved (`observed=False`) for at most `stale_ticks`.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Callable
 
 from watchdog.config.detection import DetectionPolicy
 from watchdog.detection.domains import Device
 from watchdog.detection.runs import Runs
-from watchdog.model import Attribution, Finding, FindingKind, PodRef, Severity
+from watchdog.config.detection import UnauthorizedPolicy
+from watchdog.model import Attribution, Finding, FindingKind, PodInfo, PodRef, Severity
+
+
+def exempt(ref: PodRef, info: PodInfo | None, policy: UnauthorizedPolicy) -> bool:
+    """Whether the pod may use devices it was not given: an exempt namespace, or labels the selector matches."""
+    if ref.namespace in policy.exempt_namespaces:
+        return True
+    if not policy.exempt_labels or info is None:
+        return False
+    return all(info.labels.get(key) == value for key, value in policy.exempt_labels.items())
 
 
 class UnauthorizedDetector:
@@ -36,7 +51,7 @@ class UnauthorizedDetector:
             self._runs, self._open = Runs(), {}
             return []
         if not attribution.healthy:
-            return list(self._open.values())  # cannot tell: neither raise nor clear anything
+            return self._report(tick)  # cannot tell: neither raise nor clear anything
         observed: set[str] = set()
         present_gpus = {device.gpu.uuid for device in devices}
         for device in devices:
@@ -47,7 +62,9 @@ class UnauthorizedDetector:
                 if ref is None or ref.key in allowed:
                     continue
                 info = attribution.pod(ref)
-                if info is not None and timestamp - info.created < policy.min_pod_age_seconds:
+                if info is not None and (not info.live or timestamp - info.created < policy.min_pod_age_seconds):
+                    continue
+                if exempt(ref, info, policy):
                     continue
                 _, count, used = offenders.get(ref.key, (ref, 0, 0.0))
                 offenders[ref.key] = (ref, count + 1, used + (proc.used_memory_bytes or 0))
@@ -93,4 +110,16 @@ class UnauthorizedDetector:
         for key in list(self._open):
             if self._runs.get(key) is None:
                 del self._open[key]
-        return list(self._open.values())
+        return self._report(tick)
+
+    def _report(self, tick: int) -> list[Finding]:
+        """Open findings; those not re-judged this tick are unobserved, and dropped once `stale_ticks` old."""
+        stale = self._policy.unauthorized.stale_ticks
+        findings = []
+        for key, finding in list(self._open.items()):
+            if tick - finding.last_tick > stale:
+                del self._open[key]
+                self._runs.end(key)
+            else:
+                findings.append(finding if finding.last_tick == tick else replace(finding, observed=False))
+        return findings

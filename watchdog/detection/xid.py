@@ -3,10 +3,12 @@
 Pure (no I/O). An Xid is an event, not a level, so a finding about one stays open `hold_seconds` after its last
 occurrence and counts repeats (dcgm-exporter's "last value" gauge that never resets is the complaint we avoid,
 reference peers.md). The class comes from the driver's own verdict when the event carries one (NVML field 230 /
-GpuRecoveryAction event, reference nvml.md §4), else from the policy's lists. Scope: NVML events carry the GPU and
-compute instance when the fault is attributable, so on MIG only the pods of that instance are named (the
+GpuRecoveryAction event, reference nvml.md §4), in both directions: a recovery action means reset, NONE means the
+GPU keeps serving whatever our lists say; without a verdict the policy's lists decide. Scope: NVML events carry the
+GPU and compute instance when the fault is attributable, so on MIG only the pods of that instance are named (the
 k8s-device-plugin marks only the matching MIG device in that case, internal/rm/health.go); otherwise every pod of
-the GPU is.
+the GPU is. A GPU that fell off the bus (Xid 79) is sampled as lost and has no devices, so its pods then come from
+the kubelet's assignments of its UUID and of the MIG UUIDs it had when last seen.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Callable
 
 from watchdog.config.detection import XidDetectionPolicy
 from watchdog.detection.domains import Device
-from watchdog.model import Finding, FindingKind, NodeSample, PodRef, Severity, XidEvent
+from watchdog.model import Attribution, Finding, FindingKind, NodeSample, PodRef, Severity, XidEvent
 
 # nvmlEventType* bits (nvml.h; reference nvml.md §4).
 EVENT_SINGLE_BIT_ECC = 0x1
@@ -46,6 +48,13 @@ def classify(event: XidEvent, policy: XidDetectionPolicy) -> tuple[XidClass, str
     verdict = event.recovery_action  # None until the sampler reads NVML field 230 / the GpuRecoveryAction event
     if verdict is not None and verdict != 0:
         return XidClass.RESET, RECOVERY_ACTIONS.get(verdict, f"action_{verdict}")
+    fault = event.event_type & (EVENT_DOUBLE_BIT_ECC | EVENT_FATAL_POISON | EVENT_GPU_UNAVAILABLE)
+    fault |= event.event_type & EVENT_NON_FATAL_POISON
+    if verdict == 0 and (fault or (event.xid > 0 and event.xid not in policy.ignore)):
+        # NVML_GPU_RECOVERY_ACTION_NONE: the driver says the GPU needs nothing; our reset list must not overrule it.
+        if event.xid in policy.application:
+            return XidClass.APPLICATION, "none"
+        return XidClass.CONTAINED, "none"
     if event.event_type & (EVENT_DOUBLE_BIT_ECC | EVENT_FATAL_POISON | EVENT_GPU_UNAVAILABLE):
         return XidClass.RESET, "gpu_reset"
     if event.event_type & EVENT_NON_FATAL_POISON:
@@ -79,22 +88,28 @@ class XidDetector:
         self._policy = policy
         self._tenant_of = tenant_of
         self._open: dict[str, _Open] = {}
+        self._layout: dict[str, dict[str, tuple[int, int]]] = {}  # GPU UUID → MIG UUID → (GI, CI), as last seen
+        self._uuids: dict[int, str] = {}  # GPU index → UUID, as last seen
 
     def set_policy(self, policy: XidDetectionPolicy) -> None:
         self._policy = policy
 
-    def step(self, sample: NodeSample, devices: list[Device]) -> list[Finding]:
+    def step(self, sample: NodeSample, devices: list[Device], attribution: Attribution) -> list[Finding]:
         policy = self._policy
         if not policy.enabled:
             self._open.clear()
             return []
+        for gpu in sample.gpus:
+            self._uuids[gpu.index] = gpu.uuid
+            if not gpu.lost:  # a lost GPU reports no instances: keep the layout it had
+                self._layout[gpu.uuid] = {m.uuid: (m.gpu_instance, m.compute_instance) for m in gpu.instances}
         for event in sample.xids:
             xid_class, action = classify(event, policy)
             if xid_class is XidClass.IGNORED:
                 continue
             scope = "gpu" if event.gpu_instance is None else f"gi{event.gpu_instance}"
             key = f"xid/{event.gpu_uuid}/{scope}/{event.xid}"
-            pods = _scope(event, devices)
+            pods = _scope(event, devices) or self._assigned(event, attribution)
             current = self._open.get(key)
             if current is None:
                 self._open[key] = _Open(
@@ -112,6 +127,22 @@ class XidDetector:
                 continue
             findings.append(self._finding(key, state))
         return findings
+
+    def _assigned(self, event: XidEvent, attribution: Attribution) -> tuple[PodRef, ...]:
+        """The pods the kubelet assigned the event's GPU (or its faulting instance): the scope of a lost GPU."""
+        gpu_uuid = event.gpu_uuid or self._uuids.get(event.gpu_index, "")
+        layout = self._layout.get(gpu_uuid, {})
+        if event.gpu_instance is None:
+            uuids = [gpu_uuid, *layout]
+        else:  # like `_scope`: the instance's compute instance when it names one we know, else the whole instance
+            uuids = [u for u, (gi, _) in layout.items() if gi == event.gpu_instance]
+            narrowed = [u for u in uuids if layout[u][1] == event.compute_instance]
+            uuids = narrowed or uuids
+        seen: dict[str, PodRef] = {}
+        for uuid in uuids:
+            for ref in attribution.devices.get(uuid, ()):
+                seen.setdefault(ref.key, ref)
+        return tuple(seen.values())
 
     def _finding(self, key: str, state: _Open) -> Finding:
         event, pods = state.event, state.pods
