@@ -2,7 +2,7 @@
 
 import pytest
 
-from watchdog.evaluation.matching import matches, score
+from watchdog.evaluation.matching import matches, score, scored_kind
 from watchdog.evaluation.truth import TruthError, parse_truth
 
 
@@ -109,5 +109,83 @@ def test_latency_is_never_negative() -> None:
     ],
 )
 def test_bad_truth_names_the_field(truth: dict, message: str) -> None:
+    with pytest.raises(TruthError, match=message):
+        parse_truth(truth, source="s.yaml")
+
+
+def test_lingering_finding_is_one_true_episode_but_shows_as_overhang_and_false_ticks() -> None:
+    truth = parse_truth({"interference": [{"victim": "p/a", "culprit": "b/x", "onset": 100, "offset": 200}],
+                         "slack_ticks": 10}, source="t")
+    # reported 5 ticks before onset, lingers 100 ticks past offset + slack
+    lingering = finding("interference", reported=95, last=310, victims=["p/a"], culprit="b/x")
+    k = score([lingering], truth).kinds["interference"]
+    assert (k.precision, k.recall) == (1.0, 1.0)  # by episodes it is still correct …
+    assert k.overhangs == [100] and k.overhang_median == 100 and k.overhang_max == 100  # … but it lingered
+    assert k.finding_ticks == 216 and k.true_finding_ticks == 111  # ticks 100–210 inside the window
+    assert k.precision_ticks == pytest.approx(111 / 216)
+    scored = score([lingering], truth)
+    assert [(f["last_tick"], ticks) for f, ticks in scored.overhanging] == [(310, 100)]
+
+
+def test_false_episode_ticks_count_against_precision_by_ticks() -> None:
+    truth = parse_truth({"interference": [{"victim": "p/a", "culprit": "b/x", "onset": 10, "offset": 20}],
+                         "slack_ticks": 0}, source="t")
+    scored = score([finding("interference", reported=10, last=19, victims=["p/a"], culprit="b/x"),
+                    finding("interference", reported=50, last=79, victims=["p/a"], culprit="b/q")], truth)
+    k = scored.kinds["interference"]
+    assert (k.finding_ticks, k.true_finding_ticks, k.overhangs) == (40, 10, [0])
+    assert k.precision_ticks == pytest.approx(0.25) and not scored.overhanging
+
+
+def test_flapping_finding_counts_duplicate_episodes_per_truth_entry() -> None:
+    truth = parse_truth({"interference": [{"victim": "p/a", "culprit": "b/x", "onset": 100, "offset": 200}]},
+                        source="t")
+    episodes = [finding("interference", reported=start, last=start + 9, victims=["p/a"], culprit="b/x")
+                for start in (102, 130, 170)]
+    scored = score(episodes, truth)
+    k = scored.kinds["interference"]
+    assert (k.findings, k.true_findings, k.detected, k.duplicates) == (3, 3, 1, 2)
+    [(kind, entry, count)] = scored.flapping
+    assert (kind, entry.culprit, count) == ("interference", "b/x", 3)
+
+
+def test_open_truth_has_no_overhang_and_windows_of_several_entries_are_not_double_counted() -> None:
+    truth = parse_truth({"memory_pressure": [{"culprit": "b/g", "onset": 10, "offset": 30},
+                                             {"culprit": "b/g", "onset": 20}]}, source="t")
+    k = score([finding("memory_pressure", reported=15, last=60, culprit="b/g")], truth).kinds["memory_pressure"]
+    assert k.overhangs == [] and k.overhang_median is None  # one matched entry never ends
+    assert (k.finding_ticks, k.true_finding_ticks) == (46, 46)
+
+
+def test_mig_fill_warning_is_scored_as_memory_warning_not_quota() -> None:
+    truth = parse_truth({"quota": [{"tenant": "ml", "onset": 80, "offset": 220}],
+                         "memory_warning": [{"pod": "batch/cache", "gpu": 0, "instance": 0, "onset": 100,
+                                             "offset": 200}]}, source="t")
+    warning = {**finding("quota", reported=103, last=199, culprit="batch/cache", tenant="batch"),
+               "key": "quota/mig-memory/MIG-1", "severity": "warning"}
+    breach = {**finding("quota", reported=83, last=219, tenant="ml"), "key": "quota/ml/memory", "severity": "critical"}
+    scored = score([warning, breach], truth, hysteresis={"quota": 4, "memory_warning": 4})
+    assert scored_kind(warning) == "memory_warning" and scored_kind(breach) == "quota"
+    assert scored_kind({**warning, "severity": "critical"}) == "quota"  # only the report-only WARNING is set apart
+    q, w = scored.kinds["quota"], scored.kinds["memory_warning"]
+    assert (q.findings, q.true_findings, q.detected) == (1, 1, 1)
+    assert (w.findings, w.true_findings, w.detected, w.latencies) == (1, 1, 1, [3])
+    wrong_pod = {**warning, "culprit": "prod/serve"}
+    assert score([wrong_pod], truth).kinds["memory_warning"].precision == 0.0
+    # without a memory_warning label the warning is a false positive of its own row, never a quota miss or hit
+    unlabelled = score([warning], parse_truth({"quota": [{"tenant": "batch", "onset": 100}]}, source="t"))
+    assert unlabelled.kinds["memory_warning"].findings == 1 and unlabelled.kinds["quota"].detected == 0
+
+
+@pytest.mark.parametrize(
+    ("truth", "message"),
+    [
+        ({"memory_warning": [{"onset": 3}]}, r"truth\.memory_warning\.0\.pod: Field required"),
+        ({"memory_warning": [{"pod": "x", "onset": 3}]}, r"truth\.memory_warning\.0\.pod: String should match"),
+        ({"no_evictions": [{"onset": 9, "offset": 2}]}, r"offset \(2\) is before onset \(9\)"),
+        ({"no_evictions": [{"onset": 9, "why": "x"}]}, r"truth\.no_evictions\.0\.why: Extra inputs"),
+    ],
+)
+def test_new_truth_lists_name_the_bad_field(truth: dict, message: str) -> None:
     with pytest.raises(TruthError, match=message):
         parse_truth(truth, source="s.yaml")

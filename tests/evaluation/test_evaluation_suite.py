@@ -55,3 +55,26 @@ def test_table_names_kinds_and_scenario_problems(tmp_path: Path) -> None:
     assert "interference" in table and "memory_pressure" in table
     assert "missed interference" in table and "batch/fill" in table
     assert evaluation.kinds["interference"].recall == 0.0
+
+
+def test_an_eviction_inside_a_no_evictions_window_is_a_problem(tmp_path: Path) -> None:
+    """The harness checks *when* requests are sent, not only which pods: acting while blind is reported."""
+    scenario = (SCENARIOS / "memory-pressure-timeslice.yaml").read_text()
+    enforce = scenario.replace("  expect_evictions: [batch/grow]",
+                               "  expect_evictions: [batch/grow]\n  no_evictions: [{onset: 0, reason: test}]")
+    enforce += "policy:\n  action:\n    mode: enforce\n    memory_pressure: {for_seconds: 0}\n"
+    path = tmp_path / "quiet.yaml"
+    path.write_text(enforce)
+    [result] = evaluate([path]).scenarios
+    assert result.sent and all(pod == "batch/grow" for _, pod in result.sent)
+    assert result.evictions_ok is True and result.quiet_violations == list(result.sent)
+    table = format_table(evaluate([path]))
+    assert "inside a no_evictions window" in table
+
+
+def test_table_has_the_tick_columns_and_the_memory_warning_row() -> None:
+    table = format_table(evaluate([SCENARIOS / "memory-pressure-mig.yaml"]))
+    header = table.splitlines()[0].split()
+    assert header[-4:] == ["prec.ticks", "ovh.med", "ovh.max", "dup."]
+    row = next(line for line in table.splitlines() if line.startswith("memory_warning"))
+    assert row.split()[2] == "1"  # the MIG-fill warning is labelled in its own row (hit or miss: test_eval_targets)

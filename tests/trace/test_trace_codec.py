@@ -5,7 +5,7 @@ import json
 import pytest
 
 from watchdog.model import Attribution, GpuSample, NodeSample, PodRef
-from watchdog.trace import decode_tick, encode_tick
+from watchdog.trace import decode_tick, decode_tick_signals, encode_tick
 
 
 def test_round_trip_is_exact(recorded_tick: tuple[NodeSample, Attribution]) -> None:
@@ -47,10 +47,29 @@ def test_non_finite_readings_are_recorded_as_not_available(recorded_tick: tuple[
 
 
 def test_sample_may_omit_what_the_line_and_header_say() -> None:
-    sample, attribution = decode_tick({"tick": 3, "timestamp": 9.5, "sample": {"gpus": []}, "attribution": {}},
-                                      node="node-h")
+    sample, attribution = decode_tick({"tick": 3, "timestamp": 9.5, "sample": {"gpus": []},
+                                       "attribution": {"healthy": True}}, node="node-h")
     assert (sample.node, sample.tick, sample.timestamp) == ("node-h", 3, 9.5)
     assert attribution.healthy and not attribution.pods
+
+
+def test_attribution_without_healthy_decodes_as_unhealthy() -> None:
+    """The schema requires `healthy`; data that skipped it must never license acting on absences."""
+    _, attribution = decode_tick({"tick": 3, "timestamp": 9.5, "sample": {"gpus": []}, "attribution": {}}, node="n")
+    assert attribution.healthy is False
+
+
+def test_external_signals_round_trip_and_stay_optional(recorded_tick: tuple[NodeSample, Attribution]) -> None:
+    sample, attribution = recorded_tick
+    assert "external_signals" not in encode_tick(sample, attribution)  # not recorded: not written
+    assert decode_tick_signals(encode_tick(sample, attribution)) is None
+    line = json.loads(json.dumps(encode_tick(sample, attribution, {"ml/trainer-0": 0.25, "web/api": 3,
+                                                                   "web/broken": float("nan")})))
+    assert line["external_signals"] == {"ml/trainer-0": 0.25, "web/api": 3.0}  # NaN carries nothing: dropped
+    signals = decode_tick_signals(line)
+    assert dict(signals) == {"ml/trainer-0": 0.25, "web/api": 3.0} and type(signals["web/api"]) is float
+    assert decode_tick(line)[0] == sample  # the 2-tuple API is unchanged
+    assert decode_tick_signals({**line, "external_signals": {}}) == {}  # recorded, but none that tick
 
 
 def test_contradicting_tick_is_refused_with_the_field() -> None:

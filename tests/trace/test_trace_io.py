@@ -75,25 +75,42 @@ def test_docs_schema_is_the_package_schema() -> None:
     ("bad_tick_line", "expected"),
     [
         ("{not json", r":3: \(line\): not valid JSON"),
-        ({"tick": 2, "timestamp": 2.0, "attribution": {}}, r":3: \(line\): 'sample' is a required property"),
+        ({"tick": 2, "timestamp": 2.0, "attribution": {"healthy": True}}, r":3: \(line\): 'sample' is a required property"),
         ({"tick": 2, "timestamp": 2.0, "sample": {"gpus": [{"index": 0, "uuid": "GPU-a", "name": "g",
-                                                            "power_watts": "hot"}]}, "attribution": {}},
+                                                            "power_watts": "hot"}]}, "attribution": {"healthy": True}},
          r":3: sample\.gpus\.0\.power_watts: 'hot' is not of type 'number', 'null'"),
         ({"tick": 2, "timestamp": 2.0, "sample": {"gpus": [{"index": 0, "uuid": "GPU-a", "name": "g",
-                                                            "gpu_util": 85}]}, "attribution": {}},
+                                                            "gpu_util": 85}]}, "attribution": {"healthy": True}},
          r":3: sample\.gpus\.0\.gpu_util: 85 is greater than the maximum of 1"),
-        ({"tick": 2, "timestamp": 2.0, "sample": {"gpus": [], "extra": 1}, "attribution": {}},
+        ({"tick": 2, "timestamp": 2.0, "sample": {"gpus": [], "extra": 1}, "attribution": {"healthy": True}},
          r":3: sample: Additional properties are not allowed \('extra' was unexpected\)"),
-        ({"tick": 2, "timestamp": 2.0, "sample": {"gpus": []}, "attribution": {"processes": {"x": "a/b"}}},
+        ({"tick": 2, "timestamp": 2.0, "sample": {"gpus": []}, "attribution": {"healthy": True, "processes": {"x": "a/b"}}},
          r":3: attribution\.processes: 'x' does not match"),
-        ({"tick": 1, "timestamp": 2.0, "sample": {"gpus": []}, "attribution": {}},
+        ({"tick": 1, "timestamp": 2.0, "sample": {"gpus": []}, "attribution": {"healthy": True}},
          r":3: tick: 1 does not follow the previous 1"),
-        ({"tick": 2, "timestamp": 2.0, "sample": {"node": "other", "gpus": []}, "attribution": {}},
+        ({"tick": 2, "timestamp": 2.0, "sample": {"node": "other", "gpus": []}, "attribution": {"healthy": True}},
          r":3: sample\.node: 'other' differs from the header's 'node-a'"),
+        ({"tick": 2, "timestamp": 2.0, "sample": {"gpus": []}, "attribution": {}},
+         r":3: attribution: 'healthy' is a required property"),
+        ({"tick": 2, "timestamp": 2.0, "sample": {"gpus": [{"index": 0, "uuid": "GPU-a", "name": "g", "instances": [
+            {"uuid": "MIG-a", "gpu_index": 0, "gpu_instance": 1, "compute_instance": 0, "profile": "1g.10gb"}]}]},
+          "attribution": {"healthy": True}},
+         r":3: sample\.gpus\.0: 'mig_enabled' is a required property"),
+        ({"tick": 2, "timestamp": 2.0, "sample": {"gpus": [{"index": 0, "uuid": "GPU-a", "name": "g",
+                                                            "mig_enabled": False, "instances": [
+            {"uuid": "MIG-a", "gpu_index": 0, "gpu_instance": 1, "compute_instance": 0, "profile": "1g.10gb"}]}]},
+          "attribution": {"healthy": True}},
+         r":3: sample\.gpus\.0\.mig_enabled: True was expected"),
+        ({"tick": 2, "timestamp": 2.0, "sample": {"gpus": []}, "attribution": {"healthy": True},
+          "external_signals": {"api": 1.0}},
+         r":3: external_signals: 'api' does not match"),
+        ({"tick": 2, "timestamp": 2.0, "sample": {"gpus": []}, "attribution": {"healthy": True},
+          "external_signals": {"web/api": "slow"}},
+         r":3: external_signals\.web/api: 'slow' is not of type 'number'"),
     ],
 )
 def test_bad_line_is_reported_with_file_line_and_field(tmp_path: Path, bad_tick_line: object, expected: str) -> None:
-    good = {"tick": 1, "timestamp": 1.0, "sample": {"gpus": []}, "attribution": {}}
+    good = {"tick": 1, "timestamp": 1.0, "sample": {"gpus": []}, "attribution": {"healthy": True}}
     path = write_lines(tmp_path / "bad.jsonl", HEADER, good, bad_tick_line)
     records = iter(read_trace(path))
     assert next(records).tick == 1  # lines before the bad one are still delivered
@@ -125,6 +142,57 @@ def test_empty_file_is_refused(tmp_path: Path) -> None:
 
 
 def test_blank_lines_are_skipped(tmp_path: Path) -> None:
-    good = {"tick": 4, "timestamp": 1.0, "sample": {"gpus": []}, "attribution": {}}
+    good = {"tick": 4, "timestamp": 1.0, "sample": {"gpus": []}, "attribution": {"healthy": True}}
     path = write_lines(tmp_path / "b.jsonl", HEADER, "", good, "")
     assert [r.line for r in read_trace(path)] == [3]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('{"tick": 2, "timestamp": 2.0, "sample": {"gpus": [{"index": 0, "uuid": "GPU-a", "name": "g", '
+         '"gpu_util": NaN}]}, "attribution": {"healthy": true}}',
+         r":3: sample\.gpus\.0\.gpu_util: NaN is not a JSON number"),
+        ('{"tick": 2, "timestamp": Infinity, "sample": {"gpus": []}, "attribution": {"healthy": true}}',
+         r":3: timestamp: Infinity is not a JSON number"),
+        ('{"tick": 2, "timestamp": 2.0, "sample": {"gpus": []}, "attribution": {"healthy": true}, '
+         '"external_signals": {"web/api": -Infinity}}',
+         r":3: external_signals\.web/api: -Infinity is not a JSON number"),
+    ],
+)
+def test_non_finite_literals_are_refused_with_line_and_field(tmp_path: Path, text: str, expected: str) -> None:
+    """Python's json reads NaN/Infinity although JSON has no such numbers; a trace must not smuggle them in."""
+    good = {"tick": 1, "timestamp": 1.0, "sample": {"gpus": []}, "attribution": {"healthy": True}}
+    path = write_lines(tmp_path / "nan.jsonl", HEADER, good, text)
+    records = iter(read_trace(path))
+    assert next(records).tick == 1
+    with pytest.raises(TraceError, match=f"^{path}{expected}") as caught:
+        next(records)
+    assert caught.value.line == 3
+
+
+def test_non_finite_header_is_refused(tmp_path: Path) -> None:
+    path = write_lines(tmp_path / "h.jsonl", json.dumps(HEADER).replace('"started": 1700000000.0', '"started": NaN'))
+    with pytest.raises(TraceError, match=r":1: started: NaN is not a JSON number"):
+        read_trace(path)
+
+
+def test_mig_gpu_with_instances_is_accepted(tmp_path: Path, recorded_tick: tuple[NodeSample, Attribution]) -> None:
+    line = encode_tick(*recorded_tick)
+    assert line["sample"]["gpus"][0]["instances"] and line["sample"]["gpus"][0]["mig_enabled"] is True
+    jsonschema.Draft202012Validator(schema()).validate(line)
+    without_instances = {"index": 3, "uuid": "GPU-3", "name": "g", "mig_enabled": False, "instances": []}
+    jsonschema.Draft202012Validator(schema()).validate({**line, "sample": {"gpus": [without_instances]}})
+
+
+def test_external_signals_are_written_and_read_back(tmp_path: Path,
+                                                    recorded_tick: tuple[NodeSample, Attribution]) -> None:
+    sample, attribution = recorded_tick
+    later = NodeSample(node=sample.node, tick=sample.tick + 1, timestamp=sample.timestamp + 1, gpus=sample.gpus)
+    path = tmp_path / "s.jsonl"
+    with TraceWriter(path, header=TraceHeader(node="node-a", tick_seconds=1.0, started=5.0)) as writer:
+        writer.write(sample, attribution, {"ml/trainer-0": 0.125})
+        writer.write(later, attribution)
+    first, second = read_trace(path)
+    assert dict(first.external_signals) == {"ml/trainer-0": 0.125}
+    assert second.external_signals is None

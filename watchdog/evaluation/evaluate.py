@@ -34,6 +34,7 @@ def hysteresis_ticks(detection: DetectionPolicy) -> dict[str, int]:
         "interference": detection.interference.flags_needed - 1,
         "memory_pressure": detection.memory_pressure.for_ticks - 1,
         "quota": detection.quota.for_ticks - 1,
+        "memory_warning": detection.quota.for_ticks - 1,
         "unauthorized": detection.unauthorized.for_ticks - 1,
         "xid": 0,
     }
@@ -56,6 +57,7 @@ class ScenarioResult:
     report: dict[str, Any]
     scored: Scored
     requested: tuple[str, ...]  # pods the offline evictor was asked to evict, in order
+    sent: tuple[tuple[int, str], ...] = ()  # (tick, "ns/pod") of every request that reached the evictor
 
     @property
     def benign(self) -> bool:
@@ -70,6 +72,13 @@ class ScenarioResult:
     def evictions_ok(self) -> bool | None:
         expected = self.truth.expect_evictions
         return None if expected is None else set(expected) == set(self.requested)
+
+    @property
+    def quiet_violations(self) -> list[tuple[int, str]]:
+        """Requests sent inside a ``no_evictions`` window of the truth."""
+        windows = self.truth.no_evictions
+        return [(tick, pod) for tick, pod in self.sent
+                if any(w.onset <= tick and (w.offset is None or tick < w.offset) for w in windows)]
 
 
 @dataclass(slots=True)
@@ -126,6 +135,7 @@ def evaluate_scenario(path: str | Path, *, base_policy: Policy | None = None) ->
               "started": 0.0, "agent_version": "evaluation", "source": f"simulator:{scenario.name}"}
     builder = ReportBuilder(source=source, mode=policy.action.mode.value)
     requested: list[str] = []
+    sent: list[tuple[int, str]] = []
     gpu_uuids: dict[int, str] = {}
     for step in run_scenario(scenario, policy=policy):
         if not gpu_uuids:
@@ -133,11 +143,13 @@ def evaluate_scenario(path: str | Path, *, base_policy: Policy | None = None) ->
         builder.add(step)
         for decision in step.decisions:
             key = f"{decision.namespace}/{decision.pod}"
-            if f"{decision.finding_key}|{key}" in step.sent and key not in requested:
-                requested.append(key)
+            if f"{decision.finding_key}|{key}" in step.sent:
+                sent.append((step.sample.tick, key))
+                if key not in requested:
+                    requested.append(key)
     report = builder.finish()
     scored = score(report["findings"], truth, hysteresis=hysteresis_ticks(policy.detection), gpu_uuids=gpu_uuids)
-    return ScenarioResult(scenario.name, str(path), truth, report, scored, tuple(requested))
+    return ScenarioResult(scenario.name, str(path), truth, report, scored, tuple(requested), tuple(sent))
 
 
 def evaluate(paths: Iterable[str | Path], *, base_policy: Policy | None = None) -> Evaluation:
@@ -155,9 +167,10 @@ def _cell(value: float | None, fmt: str = "{:.2f}") -> str:
 
 
 def format_table(evaluation: Evaluation) -> str:
-    """The per-kind table, then per-scenario problems (false positives, misses, eviction mismatches)."""
+    """The per-kind table, then per-scenario problems (false positives, misses, overhang, flapping, evictions)."""
     header = f"{'kind':<16}{'findings':>9}{'truths':>7}{'precision':>10}{'recall':>7}"
     header += f"{'lat.med':>8}{'lat.max':>8}{'hyst.':>6}{'med-hyst':>9}"
+    header += f"{'prec.ticks':>11}{'ovh.med':>8}{'ovh.max':>8}{'dup.':>5}"
     lines = [header, "-" * len(header)]
     for kind in KINDS:
         k = evaluation.kinds[kind]
@@ -165,19 +178,33 @@ def format_table(evaluation: Evaluation) -> str:
             f"{kind:<16}{k.findings:>9}{k.truths:>7}{_cell(k.precision):>10}{_cell(k.recall):>7}"
             f"{_cell(k.latency_median, '{:g}'):>8}{_cell(k.latency_max, '{:d}'):>8}{k.hysteresis:>6}"
             f"{_cell(k.latency_median_after_hysteresis, '{:g}'):>9}"
+            f"{_cell(k.precision_ticks):>11}{_cell(k.overhang_median, '{:g}'):>8}"
+            f"{_cell(k.overhang_max, '{:d}'):>8}{k.duplicates:>5}"
         )
     benign = [s for s in evaluation.scenarios if s.benign]
     lines.append("")
     lines.append(f"scenarios: {len(evaluation.scenarios)}; benign (no interference labelled): {len(benign)}; "
                  f"interference findings on benign scenarios: {evaluation.benign_interference_findings}")
     for result in evaluation.scenarios:
-        problems = [f"false positive {f['kind']} {f['key']} ticks {f['reported_tick']}–{f['last_tick']}"
-                    for f in result.scored.false_positives]
-        problems += [f"missed {kind} {entry.model_dump(exclude_defaults=True)}" for kind, entry in result.scored.misses]
-        if result.evictions_ok is False:
-            expected = sorted(result.truth.expect_evictions or ())
-            problems.append(f"evictions {sorted(result.requested)} ≠ expected {expected}")
+        problems = _problems(result)
         status = "ok" if not problems else f"{len(problems)} problem(s)"
         lines.append(f"  {result.name:<34} {status}")
         lines.extend(f"      {problem}" for problem in problems)
     return "\n".join(lines)
+
+
+def _problems(result: ScenarioResult) -> list[str]:
+    scored = result.scored
+    problems = [f"false positive {f['kind']} {f['key']} ticks {f['reported_tick']}–{f['last_tick']}"
+                for f in scored.false_positives]
+    problems += [f"missed {kind} {entry.model_dump(exclude_defaults=True)}" for kind, entry in scored.misses]
+    problems += [f"overhang {f['kind']} {f['key']}: {ticks} tick(s) past offset + slack (last tick {f['last_tick']})"
+                 for f, ticks in scored.overhanging]
+    problems += [f"flapping {kind}: {episodes} episodes for {entry.model_dump(exclude_defaults=True)}"
+                 for kind, entry, episodes in scored.flapping]
+    if result.evictions_ok is False:
+        expected = sorted(result.truth.expect_evictions or ())
+        problems.append(f"evictions {sorted(result.requested)} ≠ expected {expected}")
+    problems += [f"eviction of {pod} sent at tick {tick}, inside a no_evictions window"
+                 for tick, pod in result.quiet_violations]
+    return problems

@@ -1,11 +1,18 @@
-"""Scores reported findings against a scenario's truth: precision, recall and detection latency per kind.
+"""Scores reported findings against a scenario's truth: precision, recall, latency, overhang and flapping per kind.
 
 Pure (no I/O): it reads report findings (the dicts of docs/report-format.md) and :class:`Truth` labels, so the
 scoring rules are table-tested on synthetic findings. A finding matches a truth entry when the kind agrees, the
 pods agree (victim/culprit, tenant, pod, or GPU/Xid) and its reported span [reported_tick, last_tick] overlaps the
-entry's [onset, offset + slack]. A finding matching no entry is a false positive; an entry no finding matches is a
-miss. Latency is ticks from onset to the first matching report, and the same minus the kind's hysteresis (the
-ticks detection is configured to wait before it may report at all).
+entry's window [onset, offset + slack]. A finding matching no entry is a false positive; an entry no finding
+matches is a miss. Those two give the headline precision and recall *by episodes*.
+
+Overlap alone is lenient: a finding that starts in time and then lingers a hundred ticks after its cause ended
+still counts as one true episode, and so does each of three episodes of a flapping finding. So every kind also
+reports (docs/evaluation.md): the **overhang** of each true episode (its ticks past the latest offset + slack it
+matched), **precision by ticks** (finding ticks inside a matched window over all finding ticks: overhang, ticks
+before onset and every tick of a false episode count against it) and **duplicates** (episodes beyond the first
+that matched the same truth entry). Latency is ticks from onset to the first matching report, and the same minus
+the kind's hysteresis (the ticks detection is configured to wait before it may report at all).
 """
 
 from __future__ import annotations
@@ -17,11 +24,27 @@ from typing import Any, Iterable, Mapping
 
 from watchdog.evaluation.truth import Truth
 
-KINDS = ("interference", "memory_pressure", "quota", "unauthorized", "xid")
+# "memory_warning" is not a detector kind: it is the quota detector's report-only MIG-fill WARNING
+# (key "quota/mig-memory/<uuid>"), scored apart from tenant quotas (see scored_kind).
+KINDS = ("interference", "memory_pressure", "quota", "memory_warning", "unauthorized", "xid")
+TICK_SCORED_KINDS = frozenset(KINDS) - {"xid"}  # an Xid is an instant: how long its finding stays is report policy
+MIG_MEMORY_KEY_PREFIX = "quota/mig-memory/"
 
 
-def _overlaps(finding: Mapping[str, Any], *, onset: int, offset: int | None, slack: int) -> bool:
-    end = math.inf if offset is None else offset + slack
+def scored_kind(finding: Mapping[str, Any]) -> str:
+    """The row a finding is scored in: its kind, except a MIG-fill quota WARNING, which is ``memory_warning``."""
+    kind = finding["kind"]
+    if (kind == "quota" and str(finding.get("key", "")).startswith(MIG_MEMORY_KEY_PREFIX)
+            and finding.get("severity", "warning") == "warning"):
+        return "memory_warning"
+    return kind
+
+
+def _window_end(entry: Any, *, slack: int) -> float:
+    return math.inf if entry.offset is None else entry.offset + slack
+
+
+def _overlaps(finding: Mapping[str, Any], *, onset: int, end: float) -> bool:
     return finding["reported_tick"] <= end and finding["last_tick"] >= onset
 
 
@@ -52,9 +75,9 @@ def matches(
     finding: Mapping[str, Any], entry: Any, *, kind: str, slack: int, gpu_uuids: Mapping[int, str] | None = None
 ) -> bool:
     """Whether one report finding is the detection of one truth entry of ``kind``."""
-    if finding["kind"] != kind:
+    if scored_kind(finding) != kind:
         return False
-    if not _overlaps(finding, onset=entry.onset, offset=entry.offset, slack=slack):
+    if not _overlaps(finding, onset=entry.onset, end=_window_end(entry, slack=slack)):
         return False
     victims = set(finding.get("victims", ()))
     culprit = finding.get("culprit")
@@ -65,11 +88,36 @@ def matches(
         return culprit_ok and (not entry.victims or bool(victims & set(entry.victims)))
     if kind == "quota":
         return finding.get("tenant") == entry.tenant
+    if kind == "memory_warning":
+        return culprit == entry.pod
     if kind == "unauthorized":
         return culprit == entry.pod
     if kind == "xid":
         return _xid_matches(finding, entry, gpu_uuids=gpu_uuids or {})
     raise ValueError(f"unknown finding kind {kind!r}")
+
+
+def _span(finding: Mapping[str, Any]) -> tuple[int, int]:
+    return finding["reported_tick"], finding["last_tick"]
+
+
+def true_ticks(finding: Mapping[str, Any], entries: Iterable[Any], *, slack: int) -> int:
+    """Ticks of the finding's span that lie inside the union of the windows of the entries it matched."""
+    first, last = _span(finding)
+    pieces = sorted((max(first, e.onset), min(last, _window_end(e, slack=slack))) for e in entries)
+    total, covered_to = 0, first - 1
+    for start, end in pieces:
+        start = max(start, covered_to + 1)
+        if end >= start:
+            total += int(end - start + 1)
+            covered_to = int(end)
+    return total
+
+
+def overhang(finding: Mapping[str, Any], entries: Iterable[Any], *, slack: int) -> int | None:
+    """Ticks the finding stayed past the latest offset + slack it matched; None when a matched entry is open."""
+    end = max(_window_end(e, slack=slack) for e in entries)
+    return None if end == math.inf else max(0, finding["last_tick"] - int(end))
 
 
 @dataclass(slots=True)
@@ -83,6 +131,10 @@ class KindScore:
     detected: int = 0
     latencies: list[int] = field(default_factory=list)
     hysteresis: int = 0
+    finding_ticks: int = 0  # ticks spanned by every episode of this kind
+    true_finding_ticks: int = 0  # … of which inside a window the episode matched
+    overhangs: list[int] = field(default_factory=list)  # one per true episode whose matched entries all closed
+    duplicates: int = 0  # episodes beyond the first per detected truth entry (a flapping finding)
 
     @property
     def precision(self) -> float | None:
@@ -91,6 +143,20 @@ class KindScore:
     @property
     def recall(self) -> float | None:
         return self.detected / self.truths if self.truths else None
+
+    @property
+    def precision_ticks(self) -> float | None:
+        if self.kind not in TICK_SCORED_KINDS or not self.finding_ticks:
+            return None
+        return self.true_finding_ticks / self.finding_ticks
+
+    @property
+    def overhang_median(self) -> float | None:
+        return statistics.median(self.overhangs) if self.overhangs else None
+
+    @property
+    def overhang_max(self) -> int | None:
+        return max(self.overhangs) if self.overhangs else None
 
     @property
     def latency_median(self) -> float | None:
@@ -112,6 +178,10 @@ class KindScore:
         self.detected += other.detected
         self.latencies.extend(other.latencies)
         self.hysteresis = max(self.hysteresis, other.hysteresis)
+        self.finding_ticks += other.finding_ticks
+        self.true_finding_ticks += other.true_finding_ticks
+        self.overhangs.extend(other.overhangs)
+        self.duplicates += other.duplicates
 
 
 @dataclass(slots=True)
@@ -121,6 +191,45 @@ class Scored:
     kinds: dict[str, KindScore]
     false_positives: list[Mapping[str, Any]] = field(default_factory=list)
     misses: list[tuple[str, Any]] = field(default_factory=list)
+    overhanging: list[tuple[Mapping[str, Any], int]] = field(default_factory=list)  # (true episode, ticks) > 0
+    flapping: list[tuple[str, Any, int]] = field(default_factory=list)  # (kind, entry, episodes) with > 1 episode
+
+
+def _score_kind(
+    kind_score: KindScore,
+    scored: Scored,
+    *,
+    findings: list[Mapping[str, Any]],
+    entries: tuple[Any, ...],
+    slack: int,
+    gpu_uuids: Mapping[int, str] | None,
+) -> None:
+    kind = kind_score.kind
+    kind_score.findings, kind_score.truths = len(findings), len(entries)
+    for finding in findings:
+        first, last = _span(finding)
+        kind_score.finding_ticks += last - first + 1
+        matched = [e for e in entries if matches(finding, e, kind=kind, slack=slack, gpu_uuids=gpu_uuids)]
+        if not matched:
+            scored.false_positives.append(finding)
+            continue
+        kind_score.true_findings += 1
+        kind_score.true_finding_ticks += true_ticks(finding, matched, slack=slack)
+        ticks_over = overhang(finding, matched, slack=slack)
+        if ticks_over is not None and kind in TICK_SCORED_KINDS:
+            kind_score.overhangs.append(ticks_over)
+            if ticks_over:
+                scored.overhanging.append((finding, ticks_over))
+    for entry in entries:
+        hits = [f for f in findings if matches(f, entry, kind=kind, slack=slack, gpu_uuids=gpu_uuids)]
+        if not hits:
+            scored.misses.append((kind, entry))
+            continue
+        kind_score.detected += 1
+        kind_score.latencies.append(max(0, min(f["reported_tick"] for f in hits) - entry.onset))
+        if len(hits) > 1:
+            kind_score.duplicates += len(hits) - 1
+            scored.flapping.append((kind, entry, len(hits)))
 
 
 def score(
@@ -135,20 +244,6 @@ def score(
     hysteresis = hysteresis or {}
     scored = Scored({kind: KindScore(kind, hysteresis=hysteresis.get(kind, 0)) for kind in KINDS})
     for kind in KINDS:
-        entries = truth.entries(kind)
-        of_kind = [f for f in findings if f["kind"] == kind]
-        kind_score = scored.kinds[kind]
-        kind_score.findings, kind_score.truths = len(of_kind), len(entries)
-        for finding in of_kind:
-            hit = any(matches(finding, e, kind=kind, slack=truth.slack_ticks, gpu_uuids=gpu_uuids) for e in entries)
-            kind_score.true_findings += hit
-            if not hit:
-                scored.false_positives.append(finding)
-        for entry in entries:
-            hits = [f for f in of_kind if matches(f, entry, kind=kind, slack=truth.slack_ticks, gpu_uuids=gpu_uuids)]
-            if not hits:
-                scored.misses.append((kind, entry))
-                continue
-            kind_score.detected += 1
-            kind_score.latencies.append(max(0, min(f["reported_tick"] for f in hits) - entry.onset))
+        _score_kind(scored.kinds[kind], scored, findings=[f for f in findings if scored_kind(f) == kind],
+                    entries=truth.entries(kind), slack=truth.slack_ticks, gpu_uuids=gpu_uuids)
     return scored

@@ -60,6 +60,22 @@ class UnauthorizedTruth(Window):
     pod: str = Field(..., pattern=POD_KEY_PATTERN, description="The pod using a device it was not given.")
 
 
+class MemoryWarningTruth(Window):
+    """A MIG instance filled past ``quota.memory_warning_ratio``: the report-only WARNING the quota detector raises
+    (finding key ``quota/mig-memory/<uuid>``). It is about one instance's fill, not a tenant's quota, so it is
+    labelled and scored apart from ``quota``."""
+
+    pod: str = Field(..., pattern=POD_KEY_PATTERN, description="The pod holding most memory on the full instance.")
+    gpu: int | None = Field(None, ge=0, description="GPU index of the instance, for the reader (not matched).")
+    instance: int | None = Field(None, ge=0, description="Index into the GPU's `mig` list, for the reader.")
+
+
+class QuietWindow(Window):
+    """Ticks in which no eviction request may be sent, e.g. while the data that would justify one is missing."""
+
+    reason: str = Field("", description="Why nothing may be sent then, for the reader.")
+
+
 class XidTruth(_Label):
     at: int = Field(..., ge=0, description="Tick the Xid is raised.")
     gpu: int = Field(..., ge=0, description="GPU index.")
@@ -84,9 +100,13 @@ class Truth(_Label):
     quota: tuple[QuotaTruth, ...] = ()
     unauthorized: tuple[UnauthorizedTruth, ...] = ()
     xid: tuple[XidTruth, ...] = ()
+    memory_warning: tuple[MemoryWarningTruth, ...] = ()
     slack_ticks: int = Field(10, ge=0, description="A finding may still overlap this many ticks after an offset.")
     expect_evictions: tuple[str, ...] | None = Field(
         None, description="Exactly the pods enforce mode must evict ('ns/name'); None = not checked."
+    )
+    no_evictions: tuple[QuietWindow, ...] = Field(
+        (), description="Windows in which no eviction request may be sent (checked like expect_evictions)."
     )
 
     @field_validator("expect_evictions")

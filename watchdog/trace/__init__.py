@@ -5,7 +5,7 @@ replay``), and lets a user hand us a reproduction without giving us their cluste
 docs/trace-format.md; the schema is ``trace.schema.json`` in this package.
 """
 
-from watchdog.trace.codec import decode_tick, encode_tick
+from watchdog.trace.codec import decode_tick, decode_tick_signals, encode_tick
 from watchdog.trace.io import (
     TRACE_FORMAT,
     TRACE_VERSION,
@@ -27,6 +27,7 @@ __all__ = [
     "TraceRecord",
     "TraceWriter",
     "decode_tick",
+    "decode_tick_signals",
     "encode_tick",
     "read_trace",
     "schema",

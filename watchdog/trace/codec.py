@@ -176,7 +176,8 @@ def decode_attribution(data: Mapping[str, Any]) -> Attribution:
         devices=MappingProxyType({uuid: tuple(refs) for uuid, refs in devices.items()}),
         processes=MappingProxyType(processes),
         pods=MappingProxyType(pods),
-        healthy=data.get("healthy", True),
+        # Required by the schema; a caller that skipped it gets "unhealthy", never a licence to act on absences.
+        healthy=bool(data.get("healthy", False)),
         kubelet_ok=data.get("kubelet_ok", True),
         api_ok=data.get("api_ok", True),
     )
@@ -185,18 +186,30 @@ def decode_attribution(data: Mapping[str, Any]) -> Attribution:
 # -------------------------------------------------------------------------------------------------- tick
 
 
-def encode_tick(sample: NodeSample, attribution: Attribution) -> Json:
-    """One trace line (as a dict) for one tick."""
-    return {
+def encode_tick(
+    sample: NodeSample, attribution: Attribution, external_signals: Mapping[str, float] | None = None
+) -> Json:
+    """One trace line (as a dict) for one tick.
+
+    ``external_signals`` ("ns/pod" → value) are the outside performance signals the detector was given this tick
+    (docs/trace-format.md); without them a replay could not reproduce an interference finding they drove. Left out
+    of the line when None; a non-finite value is dropped (JSON cannot carry it and it carries no information).
+    """
+    line: Json = {
         "tick": sample.tick,
         "timestamp": _number(sample.timestamp),
         "sample": encode_sample(sample),
         "attribution": encode_attribution(attribution),
     }
+    if external_signals is not None:
+        line["external_signals"] = {
+            key: float(value) for key, value in external_signals.items() if math.isfinite(float(value))
+        }
+    return line
 
 
 def decode_tick(data: Mapping[str, Any], *, node: str | None = None) -> tuple[NodeSample, Attribution]:
-    """The inverse of :func:`encode_tick`.
+    """The inverse of :func:`encode_tick` (without the external signals: see :func:`decode_tick_signals`).
 
     A sample may leave out ``node``, ``tick`` and ``timestamp``: they then come from ``node`` (the trace header)
     and from the line itself. When both are given they must agree, or ``ValueError`` names the field.
@@ -214,3 +227,11 @@ def decode_tick(data: Mapping[str, Any], *, node: str | None = None) -> tuple[No
         if name not in sample_data:
             raise ValueError(f"sample.{name}: missing (and not given by the line or header)")
     return decode_sample(sample_data), decode_attribution(data.get("attribution", {}))
+
+
+def decode_tick_signals(data: Mapping[str, Any]) -> Mapping[str, float] | None:
+    """The line's ``external_signals`` as "ns/pod" → float, or None when the line has none (not recorded)."""
+    signals = data.get("external_signals")
+    if signals is None:
+        return None
+    return MappingProxyType({str(key): float(value) for key, value in signals.items()})

@@ -13,13 +13,13 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import IO, Any, Iterator
+from typing import IO, Any, Iterator, Mapping
 
 import jsonschema
 
 from watchdog import __version__
 from watchdog.model import Attribution, NodeSample
-from watchdog.trace.codec import decode_tick, encode_tick
+from watchdog.trace.codec import decode_tick, decode_tick_signals, encode_tick
 
 TRACE_FORMAT = "gpu-watchdog-trace"
 TRACE_VERSION = 1
@@ -56,6 +56,7 @@ class TraceRecord:
     line: int
     sample: NodeSample
     attribution: Attribution
+    external_signals: Mapping[str, float] | None = None  # None: the line recorded none
 
     @property
     def tick(self) -> int:
@@ -101,8 +102,10 @@ class TraceWriter:
         self._stream.write(json.dumps(data, allow_nan=False, separators=(",", ":")) + "\n")
         self._stream.flush()
 
-    def write(self, sample: NodeSample, attribution: Attribution) -> None:
-        self._emit(encode_tick(sample, attribution))
+    def write(
+        self, sample: NodeSample, attribution: Attribution, external_signals: Mapping[str, float] | None = None
+    ) -> None:
+        self._emit(encode_tick(sample, attribution, external_signals))
         self.ticks_written += 1
 
     def close(self) -> None:
@@ -116,12 +119,39 @@ class TraceWriter:
         self.close()
 
 
+class _NonFinite:
+    """Stands in for a NaN/Infinity literal while a line is parsed, so the field holding it can be named."""
+
+    def __init__(self, literal: str) -> None:
+        self.literal = literal
+
+
+def _non_finite_path(value: Any, path: tuple[str, ...] = ()) -> tuple[tuple[str, ...], str] | None:
+    if isinstance(value, _NonFinite):
+        return path, value.literal
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        found = _non_finite_path(item, (*path, str(key)))
+        if found is not None:
+            return found
+    return None
+
+
 def _parse(text: str, *, path: str, line: int) -> Any:
+    # Python's json accepts the non-standard literals NaN, Infinity and -Infinity (RFC 8259 §6 has no such
+    # numbers). A trace holding one was not written by TraceWriter (allow_nan=False) and would feed detection a
+    # value every comparison answers False to, so it is refused with the field that holds it.
     try:
-        return json.loads(text)
+        data = json.loads(text, parse_constant=_NonFinite)
     except json.JSONDecodeError as exc:
         reason = f"not valid JSON: {exc.msg} at column {exc.colno}"
         raise TraceError(path=path, line=line, field="(line)", reason=reason) from None
+    found = _non_finite_path(data)
+    if found is not None:
+        where, literal = found
+        reason = f"{literal} is not a JSON number (write null for a reading that is not available)"
+        raise TraceError(path=path, line=line, field=".".join(where) or "(line)", reason=reason)
+    return data
 
 
 class Trace:
@@ -165,7 +195,7 @@ class Trace:
                     reason = f"{sample.tick} does not follow the previous {previous}"
                     raise TraceError(path=name, line=number, field="tick", reason=reason)
                 previous = sample.tick
-                yield TraceRecord(number, sample, attribution)
+                yield TraceRecord(number, sample, attribution, decode_tick_signals(data))
 
 
 def read_trace(path: str | Path) -> Trace:
