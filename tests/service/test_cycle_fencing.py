@@ -48,10 +48,12 @@ async def test_settings_reach_the_stages(drive):
     driver = await drive(SCENARIOS / "demo.yaml", events=False,
                          attribution={"refresh_seconds": 7.0, "kubelet_timeout_seconds": 3.0,
                                       "backoff_max_seconds": 9.0},
-                         kube={"watch_timeout_seconds": 33, "watch_backoff_max_seconds": 4.0},
+                         kube={"watch_timeout_seconds": 33, "watch_backoff_max_seconds": 4.0,
+                               "watch_idle_seconds": 45.0},
                          sampling={"sample_timeout_seconds": 2.5})
     agent = driver.agent
     assert agent.kubelet._refresh_seconds == 7.0 and agent.kubelet._backoff_max == 9.0
     assert agent.kubelet._client.timeout == 3.0
     assert agent.pod_watcher.watch_timeout_seconds == 33 and agent.pod_watcher.backoff_max == 4.0
+    assert agent.pod_watcher.watch_idle_seconds == 45.0
     assert agent.cycle.sample_timeout == 2.5

@@ -18,4 +18,7 @@ class KubeSettings(Section):
     watch_timeout_seconds: int = Field(
         290, gt=0, description="timeoutSeconds of one pod watch request; the watch then resumes from its last version."
     )
+    watch_idle_seconds: float = Field(
+        150.0, gt=0, description="A pod watch silent this long (no event, no bookmark) is taken as stalled and resumed."
+    )
     watch_backoff_max_seconds: float = Field(30.0, gt=0, description="Longest wait between failed pod list/watch tries.")

@@ -99,6 +99,7 @@ class Agent:
             on_event=self._on_pod_event,
             on_relist=self.pods.replace,
             watch_timeout_seconds=settings.kube.watch_timeout_seconds,
+            watch_idle_seconds=settings.kube.watch_idle_seconds,
             backoff_max=settings.kube.watch_backoff_max_seconds,
             gpu_memory_resource=settings.attribution.gpu_memory_request_resource,
         ) if kube is not None else None
