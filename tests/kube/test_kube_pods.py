@@ -87,3 +87,10 @@ def test_gpu_resources_name_the_device_plugin_resources_requested():
     info = pod_info(api_pod(spec__containers=containers))
     assert info.gpu_resources == ("nvidia.com/gpu", "nvidia.com/mig-1g.10gb")
     assert pod_info(api_pod(spec__containers=[{"name": "c"}])).gpu_resources == ()
+
+
+def test_the_last_applied_manifest_is_not_cached():
+    annotations = {"kubectl.kubernetes.io/last-applied-configuration": "{" + "x" * 4000 + "}", "keep": "me"}
+    pod = api_pod()
+    pod["metadata"]["annotations"] = annotations
+    assert dict(pod_info(pod).annotations) == {"keep": "me"}

@@ -71,6 +71,9 @@ def _epoch(value: Any) -> float:
     return 0.0
 
 
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+
+
 def strip_runtime_scheme(container_id: str | None) -> str | None:
     if not container_id:
         return None
@@ -116,7 +119,8 @@ def pod_info(pod: Any, *, gpu_memory_resource: str | None = None) -> PodInfo:
     if not meta.get("name") or not meta.get("namespace"):
         raise ValueError(f"a pod needs metadata.name and metadata.namespace, got {meta!r:.200}")
     spec, status = data.get("spec") or {}, data.get("status") or {}
-    annotations = dict(meta.get("annotations") or {})
+    # kubectl's last-applied-configuration repeats the whole manifest (often kilobytes); nothing here reads it.
+    annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k != LAST_APPLIED}
     owners = meta.get("ownerReferences") or []
     controller = next((o for o in owners if o.get("controller")), None)
     mirror = MIRROR_ANNOTATION in annotations
