@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from action_builders import attribution, finding, pod, ref
 from watchdog.action import decide
+from watchdog.action.decision import relief_rank
 from watchdog.config.action import ActionPolicy
 from watchdog.model import EvictionResult as R
 from watchdog.model import FindingKind as K
@@ -277,3 +280,65 @@ def test_a_finding_below_critical_is_only_reported(kind):
     d = one(finding(kind, culprit=batch, victims=(web,), usage={"b/batch": 5.0}, needed=1.0,
                     severity=Severity.WARNING), attribution(batch, web))
     assert d.request is None and d.result is R.NO_CANDIDATE and "report only" in d.detail
+
+
+# ------------------------------------------------------------------ kubelet order, shared with detection (finding 6)
+
+
+def test_memory_pressure_ranks_by_use_above_request_not_absolute_use():
+    a = pod("a", gpu_memory_request_bytes=10 * GiB)  # 15 GiB used: 5 GiB above its request
+    b = pod("b", gpu_memory_request_bytes=None)  # 12 GiB used, no request: 12 GiB above
+    v = pod("v", priority=100, gpu_memory_request_bytes=40 * GiB)
+    usage = {"team-a/a": 15 * GiB, "team-a/b": 12 * GiB, "team-a/v": 30 * GiB}
+    d = one(finding(K.MEMORY_PRESSURE, victims=(v,), usage=usage, needed=5 * GiB), attribution(a, b, v))
+    assert d.request.pod.name == "b"
+
+
+RANKING_TABLE = [
+    # (name, priority, request GiB or None, use GiB)
+    [("a", 0, 10, 15), ("b", 0, None, 12)],
+    [("a", 5, None, 1), ("b", 0, 40, 20), ("c", 0, 4, 5)],  # above request first, whatever the priority
+    [("a", 0, 8, 16), ("b", 0, 2, 9), ("c", 0, 8, 8)],  # excess 8 vs 7; c is not above its request
+    [("a", 7, 1, 30), ("b", 3, 1, 2), ("c", 3, 1, 5)],  # lower priority first, then larger excess
+    [("a", 0, 16, 10), ("b", 1, 16, 12), ("c", 0, 16, 14)],  # none above: priority, then nearer to the request
+    [("a", 0, None, 0), ("b", 0, 0, 1), ("c", 2, None, 3)],  # a pod using nothing is not above a 0 request
+]
+
+
+@pytest.mark.parametrize("rows", RANKING_TABLE)
+def test_decision_ranking_agrees_with_detections_relief_order(rows):
+    from watchdog.detection.memory import relief_order  # test-only: the stages may not import each other
+
+    pods = [pod(n, priority=p, gpu_memory_request_bytes=None if r is None else r * GiB) for n, p, r, _ in rows]
+    usage = {f"team-a/{n}": float(u * GiB) for n, _, _, u in rows}
+    detection = [r.name for r in relief_order(tuple(ref(p) for p in pods), usage, attribution(*pods))]
+    ranked = sorted(pods, key=lambda p: relief_rank(usage[f"team-a/{p.name}"], p))
+    assert [p.name for p in ranked] == detection
+    # And decide takes the first of that order when it frees enough and protects a higher-priority victim.
+    v = pod("v", priority=100)
+    d = one(finding(K.MEMORY_PRESSURE, victims=(v,), usage=usage, needed=0.0), attribution(*pods, v))
+    assert d.result is None and d.request.pod.name == detection[0]
+
+
+# ------------------------------------------------------------------ replaced pods (finding 12)
+
+
+def test_a_finding_about_an_old_pod_never_targets_its_same_name_replacement():
+    old = pod("batch", ns="b", priority=1)
+    new = replace(old, uid="uid-of-the-replacement")
+    victim = pod("web", priority=100)
+    attr = attribution(new, victim)
+    assert attr.pod(ref(old)) is None
+    assert attr.pod(PodRef("b", "batch")) is new  # a ref without uid still finds the pod by name
+    assert attr.pod(ref(new)) is new
+    d = one(finding(culprit=old, victims=(victim,)), attr)
+    assert d.result is R.UNSAFE and "not in the pod cache" in d.detail
+
+
+def test_a_finding_not_observed_this_tick_is_never_acted_on():
+    import dataclasses
+
+    batch, web = pod("batch", ns="b", priority=10), pod("web", priority=100)
+    stale = dataclasses.replace(finding(culprit=batch, victims=(web,)), observed=False)
+    d = one(stale, attribution(batch, web))
+    assert d.request is None and d.result is R.UNSAFE and "not observed" in d.detail

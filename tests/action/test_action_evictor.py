@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pytest
 
@@ -12,6 +12,7 @@ from action_builders import attribution, finding, pod
 from watchdog.action import ActionStage, AuditLog, Evictor, Pacer, decide
 from watchdog.config.action import ActionPolicy
 from watchdog.model import EvictionResult as R
+from watchdog.model import FindingKind as K
 from watchdog.model import Mode, PodRef
 
 
@@ -97,9 +98,11 @@ async def test_dry_run_sends_only_dry_run_and_records_event(world):
         (Reply(R.BLOCKED_PDB, 429, "disruption budget"), R.BLOCKED_PDB, "GpuWatchdogEvictionBlocked"),
         (Reply(R.BLOCKED, 201, "more than one PodDisruptionBudget"), R.BLOCKED, "GpuWatchdogEvictionBlocked"),
         (Reply(R.GONE, 404), R.GONE, None),
-        (Reply(R.ERROR, 403), R.ERROR, None),
-        (Reply(R.ERROR, 500), R.ERROR, None),
-        (Reply(R.DRY_RUN, 201), R.ERROR, None),  # a dry-run answer to a real eviction is never counted as done
+        # Changed (review finding 14): failed attempts now get a GpuWatchdogEvictionFailed Event (was: none).
+        (Reply(R.ERROR, 403), R.ERROR, "GpuWatchdogEvictionFailed"),
+        (Reply(R.ERROR, 500), R.ERROR, "GpuWatchdogEvictionFailed"),
+        # a dry-run answer to a real eviction is never counted as done
+        (Reply(R.DRY_RUN, 201), R.ERROR, "GpuWatchdogEvictionFailed"),
     ],
 )
 async def test_enforce_maps_every_reply(world, reply, expected, event):
@@ -234,3 +237,85 @@ async def test_a_standing_refusal_is_counted_and_audited_once_per_change():
     await s.run_cycle(*world)  # and when it comes back, its (new) refusal counts again
     assert [line["result"] for line in lines(stream)][-1] != "evicted"
     assert len(lines(stream)) == 3
+
+
+async def test_an_xid_drains_standing_refusals_are_counted_once_per_pod():
+    """One finding, several pods (an Xid drain): each pod's standing refusal is its own, counted once."""
+    a, b, guarded = pod("a", ns="b"), pod("b", ns="b"), pod("g", ns="kube-system")
+    fs = [finding(K.XID, culprit=a, victims=(b, guarded), key="xid/gpu-0", since=1_000.0)]
+    s, stream, clock = stage("enforce", RecordingApi(), xid={"enabled": True, "drain_all": True, "for_seconds": 60})
+    for _ in range(4):
+        await s.run_cycle(fs, attribution(a, b, guarded))
+        clock.now += 1
+    assert s.counts == {("pending", "xid", "b"): 2, ("protected", "xid", "kube-system"): 1}
+    assert sorted((line["pod"]["name"], line["result"]) for line in lines(stream)) == [
+        ("a", "pending"), ("b", "pending"), ("g", "protected")
+    ]
+
+
+async def test_a_failure_streak_is_one_event_and_a_new_streak_another(world):
+    api = RecordingApi(answer=Reply(R.ERROR, 500, "etcd unavailable"))
+    s, _, clock = stage("enforce", api, node_evictions_per_minute=600, node_eviction_burst=5,
+                        pod_cooldown_seconds=0, tenant_cooldown_seconds=0)
+    for step in (0, 30, 90):  # each one past the doubling backoff: three failed attempts
+        clock.now = 1_000.0 + step
+        assert [o.result for o in await s.run_cycle(*world)] == [R.ERROR]
+    assert len(api.evictions) == 3
+    assert [(e["reason"], e["type"]) for e in api.events] == [("GpuWatchdogEvictionFailed", "Warning")]
+    assert "could not evict b/batch" in api.events[0]["message"] and "etcd unavailable" in api.events[0]["message"]
+    api.answer = Reply(R.BLOCKED_PDB, 429)  # the streak ends with an answer that is not an error…
+    clock.now = 1_000.0 + 210
+    assert [o.result for o in await s.run_cycle(*world)] == [R.BLOCKED_PDB]
+    api.answer = Reply(R.DRY_RUN, 201)  # …and a dry-run answer to an eviction starts a new one
+    clock.now = 1_000.0 + 450
+    assert [o.result for o in await s.run_cycle(*world)] == [R.ERROR]
+    assert [e["reason"] for e in api.events] == [
+        "GpuWatchdogEvictionFailed", "GpuWatchdogEvictionBlocked", "GpuWatchdogEvictionFailed"
+    ]
+
+
+async def test_a_stopped_decision_writes_no_event():
+    culprit, victim = pod("batch", ns="b", priority=1), pod("web", priority=100)
+    world = ([finding(culprit=culprit, victims=(victim,), since=1_000.0)], attribution(culprit, victim))
+    api = RecordingApi()
+    s, _, _ = stage("enforce", api, interference={"for_seconds": 600})
+    assert [o.result for o in await s.run_cycle(*world)] == [R.PENDING]
+    assert api.events == []
+
+
+async def test_api_throttling_holds_every_send_for_its_retry_after(world):
+    api = RecordingApi(answer=Reply(R.RATE_LIMITED, 429, "too many requests", retry_after=120.0))
+    s, _, clock = stage("enforce", api, node_evictions_per_minute=600, node_eviction_burst=5)
+    assert [o.result for o in await s.run_cycle(*world)] == [R.RATE_LIMITED]
+    assert api.events == [] and s.pacer.tokens(clock.now) == 4.0  # it was a real request: it took a token
+    api.answer = Reply(R.EVICTED)
+    other, victim = pod("other", ns="c", priority=1), pod("web", priority=100)
+    elsewhere = ([finding(culprit=other, victims=(victim,), key="interference/gpu-1")], attribution(other, victim))
+    clock.now += 119
+    outcomes = await s.run_cycle(*elsewhere)
+    assert [o.result for o in outcomes] == [R.RATE_LIMITED] and "throttled" in outcomes[0].detail
+    clock.now += 1
+    assert [o.result for o in await s.run_cycle(*elsewhere)] == [R.EVICTED]
+    assert [o.result for o in await s.run_cycle(*world)] == [R.EVICTED]  # its own backoff honoured Retry-After too
+    assert len(api.evictions) == 3
+
+
+async def test_a_gone_pod_is_not_posted_again_until_forgotten():
+    culprit, victim = pod("batch", ns="b", priority=1), pod("web", priority=100)
+    world = ([finding(culprit=culprit, victims=(victim,))], attribution(culprit, victim))
+    api = RecordingApi(answer=Reply(R.GONE, 404))
+    s, _, clock = stage("enforce", api, tenant_cooldown_seconds=0, node_evictions_per_minute=600,
+                        node_eviction_burst=5, evicted_memory_seconds=300)
+    results = []
+    for _ in range(20):  # the pod cache still lists the pod the API server no longer has
+        results.append([o.result for o in await s.run_cycle(*world)][0])
+        clock.now += 1
+    assert results == [R.GONE] * 20 and len(api.evictions) == 1
+    assert s.counts == {("gone", "interference", "b"): 1}  # the attempt; the same result standing is not recounted
+    clock.now = 1_000.0 + 300  # evicted_memory_seconds after the 404: forgotten, asked again
+    assert [o.result for o in await s.run_cycle(*world)] == [R.GONE] and len(api.evictions) == 2
+    replacement = replace(culprit, uid="uid-of-the-replacement")
+    renewed = ([finding(culprit=replacement, victims=(victim,))], attribution(replacement, victim))
+    api.answer = Reply(R.EVICTED)
+    clock.now += 1
+    assert [o.result for o in await s.run_cycle(*renewed)] == [R.EVICTED]  # another pod, same name: not "gone"

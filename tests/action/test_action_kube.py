@@ -180,3 +180,142 @@ async def test_kill_switch_configmap_pauses_every_send(cluster):
     assert await switch.refresh() is True and switch.failures == 1  # unreadable: the last state stays
     server.set_config_map("gpu-watchdog", switch_settings.name, {"paused": "false"})
     assert await switch.refresh() is False
+
+
+# ------------------------------------------------------------------ every mode × every answer (review finding 19)
+
+REPLIES = ["success", "pdb", "multi_pdb", "not_found", "forbidden", "server_error", "timeout"]
+EXPECTED = {
+    "dry-run": {"success": R.DRY_RUN, "pdb": R.BLOCKED_PDB, "multi_pdb": R.BLOCKED, "not_found": R.GONE,
+                "forbidden": R.ERROR, "server_error": R.ERROR, "timeout": R.ERROR},
+    "enforce": {"success": R.EVICTED, "pdb": R.BLOCKED_PDB, "multi_pdb": R.BLOCKED, "not_found": R.GONE,
+                "forbidden": R.ERROR, "server_error": R.ERROR, "timeout": R.ERROR},
+}
+STATUS = {"success": 201, "pdb": 429, "multi_pdb": 201, "not_found": 404, "forbidden": 403, "server_error": 500,
+          "timeout": None}
+EVENT = {R.DRY_RUN: "GpuWatchdogDryRun", R.EVICTED: "GpuWatchdogEvicted", R.BLOCKED_PDB: "GpuWatchdogEvictionBlocked",
+         R.BLOCKED: "GpuWatchdogEvictionBlocked", R.ERROR: "GpuWatchdogEvictionFailed"}
+
+
+@pytest.mark.parametrize("reply", REPLIES)
+@pytest.mark.parametrize("mode", ["dry-run", "enforce"])
+async def test_every_mode_and_answer_over_http(cluster, mode, reply):
+    server, kube = cluster
+    eviction_path = "/api/v1/namespaces/team-b/pods/batch/eviction"
+    findings, attribution = world(server)
+    if reply == "pdb":
+        server.add_pdb(namespace="team-b", name="batch-pdb", selector={"app": "batch"}, max_unavailable=0)
+    elif reply == "multi_pdb":
+        server.add_pdb(namespace="team-b", name="one", selector={"app": "batch"}, max_unavailable=1)
+        server.add_pdb(namespace="team-b", name="two", selector={"app": "batch"}, max_unavailable=1)
+    elif reply == "not_found":
+        ghost = pod("batch", ns="team-b", priority=1)  # the cache's pod; the API server has never seen this uid
+        server.fail_next(status=404, path_prefix=eviction_path)
+        findings = [finding(culprit=ghost, victims=findings[0].victims, since=0.0)]
+        attribution = Attribution(pods={**attribution.pods, ghost.uid: ghost})
+    elif reply == "forbidden":
+        server.fail_next(status=403, path_prefix=eviction_path)
+    elif reply == "server_error":
+        server.fail_next(status=500, path_prefix=eviction_path)
+    impatient = None
+    if reply == "timeout":
+        impatient = KubeApi.from_url(server.url, timeout=0.2)
+        kube = KubeEvictions(impatient)
+        server.delay(2.0)
+    try:
+        s, _, audit = stage(mode, kube)
+        server.requests.clear()
+        outcomes = await s.run_cycle(findings, attribution)
+    finally:
+        server.delay(0)
+        if impatient is not None:
+            await impatient.close()
+    expected = EXPECTED[mode][reply]
+    assert [(o.result, o.http_status) for o in outcomes] == [(expected, STATUS[reply])]
+    assert json.loads(audit.getvalue())["result"] == expected.value
+    sent = evictions(server)
+    assert len(sent) == 1
+    assert all(query.get("dryRun") == "All" for _, _, query in sent) is (mode == "dry-run")
+    if mode == "dry-run" or expected is not R.EVICTED:
+        stored = server.get_pod("team-b", "batch")
+        assert stored is not None and not stored["metadata"].get("deletionTimestamp")
+    if reply != "timeout":  # a timed-out Event POST is not written either
+        reasons = [e.get("reason") for e in server.objects("events", "team-b")]
+        assert reasons == ([EVENT[expected]] if expected in EVENT else [])
+
+
+# ------------------------------------------------------------------ the kill switch at send time (findings 4, 5)
+
+
+async def test_a_flipped_configmap_pauses_the_very_next_send(cluster):
+    server, kube = cluster
+    settings = ActionPolicy().kill_switch
+    switch = KillSwitch(kube, settings=settings, namespace="gpu-watchdog")
+    assert await switch.refresh() is False  # the watcher's last read: no ConfigMap, not paused
+    policy = ActionPolicy.model_validate({"mode": "dry-run", "interference": {"for_seconds": 0},
+                                          "pod_cooldown_seconds": 0, "tenant_cooldown_seconds": 0,
+                                          "node_evictions_per_minute": 600})
+    clock = Clock()
+    s = ActionStage(policy, kube, clock=clock, audit=AuditLog(stream=io.StringIO()), node="node-1",
+                    kill_switch=switch)
+    findings, attribution = world(server)
+    assert [o.result for o in await s.run_cycle(findings, attribution)] == [R.DRY_RUN]
+    server.set_config_map("gpu-watchdog", settings.name, {"paused": "true"})  # well within the 10 s refresh
+    server.requests.clear()
+    clock.now += 1.0
+    outcomes = await s.run_cycle(findings, attribution)
+    assert [(o.result, o.detail) for o in outcomes] == [(R.PAUSED, "kill switch is on")]
+    assert evictions(server) == []
+    configmap = f"/api/v1/namespaces/gpu-watchdog/configmaps/{settings.name}"
+    assert [path for _, path, _ in server.requests] == [configmap]  # one GET, no POST
+
+
+async def test_an_unreadable_configmap_sends_nothing(cluster):
+    server, kube = cluster
+    switch = KillSwitch(kube, settings=ActionPolicy().kill_switch, namespace="gpu-watchdog")
+    server.fail_next(3, status=403, path_prefix="/api/v1/namespaces/gpu-watchdog/configmaps")
+    assert await switch.refresh() is False and switch.unknown and switch.failures == 1
+    s, clock, _ = stage("enforce", kube, paused=switch.paused)
+    for _ in range(2):
+        outcomes = await s.run_cycle(*world(server))
+        assert outcomes[0].result is R.PAUSED and outcomes[0].detail.startswith("kill switch unknown")
+        clock.now += 1.0
+    assert evictions(server) == [] and switch.failures == 3
+    assert [o.result for o in await s.run_cycle(*world(server))] == [R.EVICTED]  # readable (absent) again
+
+
+# ------------------------------------------------------------------ APF throttling and failed attempts (10, 14)
+
+
+async def test_throttling_429_is_rate_limited_and_holds_every_send(cluster):
+    server, kube = cluster
+    server.add_pod(namespace="team-c", name="other", priority=1)
+    server.fail_next(status=429, path_prefix="/api/v1/namespaces/team-b/pods/batch/eviction")
+    s, clock, _ = stage("enforce", kube, node_evictions_per_minute=600, node_eviction_burst=5)
+    findings, attribution = world(server)
+    assert [(o.result, o.http_status) for o in await s.run_cycle(findings, attribution)] == [(R.RATE_LIMITED, 429)]
+    assert events(server, "GpuWatchdogEvictionBlocked") == []  # nothing about the pod's budget
+    other = pod_info(server.get_pod("team-c", "other"))
+    attribution = Attribution(pods={**attribution.pods, other.uid: other})
+    another = finding(culprit=other, victims=findings[0].victims, key="interference/gpu-1")
+    clock.now += 29  # APF asked the whole client to wait: a different pod waits too
+    outcomes = await s.run_cycle([another], attribution)
+    assert [o.result for o in outcomes] == [R.RATE_LIMITED] and "throttled" in outcomes[0].detail
+    assert len(evictions(server)) == 1
+    clock.now += 1
+    assert [o.result for o in await s.run_cycle(findings, attribution)] == [R.EVICTED]
+
+
+async def test_a_failed_attempt_is_an_event_on_the_pod_once_per_streak(cluster):
+    server, kube = cluster
+    server.fail_next(2, status=403, path_prefix="/api/v1/namespaces/team-b/pods/batch/eviction")
+    s, clock, _ = stage("enforce", kube, node_evictions_per_minute=600, node_eviction_burst=5)
+    findings, attribution = world(server)
+    results = []
+    for _ in range(4):  # error, error again after the 30 s backoff, then 60 s of backoff, then evicted
+        results.append([o.result for o in await s.run_cycle(findings, attribution)][0])
+        clock.now += 30
+    assert results == [R.ERROR, R.ERROR, R.COOLDOWN, R.EVICTED]
+    failed = events(server, "GpuWatchdogEvictionFailed")
+    assert len(failed) == 1 and failed[0]["type"] == "Warning"
+    assert "RBAC" in failed[0]["message"] and failed[0]["involvedObject"]["name"] == "batch"

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+import pytest
+
 from action_builders import attribution, finding, pod
 from watchdog.action import Pacer, decide, plan
 from watchdog.config.action import ActionPolicy
@@ -93,7 +97,8 @@ def test_evicted_memory_then_forgotten():
 
 
 def test_backoff_doubles_from_30_to_600_and_resets_on_success():
-    pacer = Pacer(policy(node_evictions_per_minute=6000, node_eviction_burst=10))
+    # evicted_memory_seconds=0: a GONE pod is not remembered here, so the reset of the backoff itself is visible.
+    pacer = Pacer(policy(node_evictions_per_minute=6000, node_eviction_burst=10, evicted_memory_seconds=0))
     findings, attr = setup()
     now, waits = 0.0, []
     for _ in range(7):
@@ -136,12 +141,13 @@ def test_stopped_decisions_pass_through():
     assert cycle(pacer, [f], attribution(), 0.0) == [R.UNSAFE]
 
 
-def test_policy_reload_keeps_memory_and_rebuilds_bucket():
+def test_policy_reload_keeps_memory_and_spent_tokens():
     pacer = Pacer(policy())
     findings, attr = setup()
     cycle(pacer, findings, attr, 0.0, result=R.EVICTED)
     pacer.set_policy(policy(node_eviction_burst=3))
-    assert pacer.tokens(1.0) == 3.0
+    # Changed (review finding 9): a reload used to install a full bucket (3.0 here), a free burst of evictions.
+    assert pacer.tokens(1.0) == pytest.approx(1 / 30)  # the spent token, refilled 1 s at 2/min
     assert cycle(pacer, findings, attr, 1.0) == [R.ALREADY_EVICTED]
 
 
@@ -153,3 +159,42 @@ def test_plan_carries_pacing_across_cycles_without_io():
     assert [d.result for d in first] == [None]
     assert [d.result for d in plan(findings, attr, p, 1.0, pacer=pacer)] == [R.ALREADY_EVICTED]
     assert [d.result for d in plan(findings, attr, p, 1.0)] == [None]  # a fresh pacer knows nothing
+
+
+def test_a_reload_never_grants_a_fresh_burst():
+    pacer = Pacer(policy(tenant_cooldown_seconds=0))
+    findings, attr = setup(5)
+    assert cycle(pacer, findings, attr, 0.0, result=R.EVICTED).count(None) == 1  # burst 1: one at t=0
+    pacer.set_policy(policy(tenant_cooldown_seconds=0, node_eviction_burst=3), now=0.0)
+    assert cycle(pacer, findings, attr, 0.0).count(None) == 0  # still t=0: the spent token stays spent
+    assert cycle(pacer, findings, attr, 60.0).count(None) == 2  # then it refills at 2/min up to the new burst 3
+
+
+def test_a_reload_to_a_smaller_burst_caps_the_tokens_left():
+    pacer = Pacer(policy(node_eviction_burst=5))
+    pacer.set_policy(policy(node_eviction_burst=2, node_evictions_per_minute=1), now=0.0)
+    assert pacer.tokens(0.0) == 2.0
+    assert pacer.tokens(600.0) == 2.0
+
+
+def test_gone_is_remembered_by_uid_for_evicted_memory_seconds():
+    pacer = Pacer(policy(node_evictions_per_minute=600, node_eviction_burst=5, evicted_memory_seconds=100))
+    findings, attr = setup()
+    assert cycle(pacer, findings, attr, 0.0, result=R.GONE) == [None]
+    assert cycle(pacer, findings, attr, 1.0) == [R.GONE]
+    assert cycle(pacer, findings, attr, 99.0) == [R.GONE]
+    assert cycle(pacer, findings, attr, 100.0) == [None]
+    c0 = attr.pods["uid-b-c0"]
+    replacement = replace(c0, uid="uid-new")  # the same name, another pod
+    f = finding(culprit=replacement, victims=findings[0].victims, key="f0")
+    cycle(pacer, findings, attr, 100.0, result=R.GONE)
+    assert cycle(pacer, [f], attribution(replacement, attr.pods["uid-team-a-v"]), 101.0) == [None]
+
+
+def test_an_api_rate_limit_takes_a_token_and_backs_the_pod_off_for_retry_after():
+    pacer = Pacer(policy(node_evictions_per_minute=600, node_eviction_burst=5))
+    findings, attr = setup()
+    assert cycle(pacer, findings, attr, 0.0, result=R.RATE_LIMITED, retry_after=45.0) == [None]
+    assert pacer.tokens(0.0) == 4.0
+    assert cycle(pacer, findings, attr, 44.0) == [R.COOLDOWN]
+    assert cycle(pacer, findings, attr, 45.0) == [None]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
+from watchdog.action import effective_policy
 from watchdog.config.action import ActionPolicy
 from watchdog.model import FindingKind, Mode
 
@@ -34,9 +35,18 @@ def test_own_namespace_added_once():
         ({"node_eviction_burst": 0}, "node_eviction_burst"),
         ({"xid": {"drain": True}}, "xid.drain"),
         ({"kill_switch": {"name": ""}}, "kill_switch.name"),
+        ({"kill_switch": {"stale_after_refreshes": 0}}, "kill_switch.stale_after_refreshes"),
     ],
 )
 def test_bad_values_name_the_field(data, field):
     with pytest.raises(ValidationError) as caught:
         ActionPolicy.model_validate(data)
     assert field in {".".join(str(p) for p in e["loc"]) for e in caught.value.errors()}
+
+
+def test_effective_policy_is_the_runtime_overlay():
+    policy = effective_policy(ActionPolicy(), own_namespace="gpu-watchdog", tenant_label="team")
+    assert policy.protected_namespaces == ("kube-system", "gpu-watchdog") and policy.tenant_label == "team"
+    own = ActionPolicy(tenant_label="tenant")
+    assert effective_policy(own, own_namespace=None, tenant_label="team").tenant_label == "tenant"  # policy wins
+    assert effective_policy(own, own_namespace=None, tenant_label=None) is own

@@ -74,6 +74,33 @@ def test_multi_pdb_refusal_as_documented_500_is_blocked_too():
     assert classify_eviction(500, {"message": "etcd down"}, dry_run=False).result is EvictionResult.ERROR
 
 
+def test_only_a_disruption_budget_cause_makes_a_429_a_pdb_refusal():
+    pdb = {"kind": "Status", "status": "Failure", "code": 429, "reason": "TooManyRequests",
+           "message": "Cannot evict pod as it would violate the pod's disruption budget.",
+           "details": {"causes": [{"reason": "DisruptionBudget", "message": "The disruption budget keep needs 1"}]}}
+    reply = classify_eviction(429, pdb, dry_run=False)
+    assert (reply.result, reply.retry_after) == (EvictionResult.BLOCKED_PDB, None) and "keep needs 1" in reply.message
+    # API Priority and Fairness: 429, Retry-After, no causes (apiserver filters/priority-and-fairness.go).
+    apf = {"kind": "Status", "status": "Failure", "code": 429, "reason": "TooManyRequests",
+           "message": "Too many requests, please try again later.", "details": {"retryAfterSeconds": 1}}
+    reply = classify_eviction(429, apf, dry_run=False, headers={"Retry-After": "7"})
+    assert (reply.result, reply.http_status, reply.retry_after) == (EvictionResult.RATE_LIMITED, 429, 7.0)
+    assert "throttled" in reply.message
+    reply = classify_eviction(429, apf, dry_run=True)
+    assert (reply.result, reply.retry_after) == (EvictionResult.RATE_LIMITED, 1.0)
+    other_cause = {"details": {"causes": [{"reason": "FieldValueInvalid", "message": "x"}]}}
+    assert classify_eviction(429, other_cause, dry_run=False).result is EvictionResult.RATE_LIMITED
+    assert classify_eviction(429, {}, dry_run=False).result is EvictionResult.RATE_LIMITED
+
+
+async def test_throttled_eviction_over_http_is_rate_limited(server, kube):
+    pod = server.add_pod(namespace="ml", name="low")
+    server.fail_next(1, status=429, path_prefix="/api/v1/namespaces/ml/pods/low/eviction")
+    reply = await kube.evict(ref(pod), dry_run=False)
+    assert (reply.result, reply.http_status) == (EvictionResult.RATE_LIMITED, 429)
+    assert "deletionTimestamp" not in server.get_pod("ml", "low")["metadata"]
+
+
 async def test_missing_pod_is_gone(kube):
     reply = await kube.evict(PodRef("ml", "ghost"), dry_run=False)
     assert (reply.result, reply.http_status) == (EvictionResult.GONE, 404)

@@ -1,22 +1,23 @@
 """The action stage: turn findings into at most a few safe, paced, audited evictions.
 
 decide (decision.py, pure rules) → pace (pacing.py, pure clocked state) → act (evictor.py, the only module that
-calls the Eviction API). `ActionStage` is what the service runs each cycle; `plan()` is the same rules and pacing
-without any I/O, for `gpu-watchdog replay`.
+calls the Eviction API). `ActionStage` is what the service runs each cycle; `plan()` (planning.py) is the same rules
+and pacing without any I/O, for replay and scenario runs; `effective_policy()` is the runtime overlay both apply.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Mapping
+from typing import Callable, Iterable, Mapping
 
 from watchdog.action.audit import AuditLog, audit_record
 from watchdog.action.decision import decide
 from watchdog.action.eligibility import protection, refusal, tenant_of
-from watchdog.action.evictor import EvictionApi, Evictor
+from watchdog.action.evictor import EvictionApi, Evictor, SendGate
 from watchdog.action.killswitch import KillSwitch
 from watchdog.action.pacing import Pacer
+from watchdog.action.planning import effective_policy, plan, would_be
 from watchdog.config.action import ActionPolicy
-from watchdog.model import ActionOutcome, Attribution, Decision, EvictionResult, Finding, Mode
+from watchdog.model import ActionOutcome, Attribution, Decision, Finding
 
 __all__ = [
     "ActionStage",
@@ -26,8 +27,9 @@ __all__ = [
     "KillSwitch",
     "Pacer",
     "audit_record",
+    "SendGate",
     "decide",
-    "describe",
+    "effective_policy",
     "plan",
     "protection",
     "refusal",
@@ -48,11 +50,15 @@ class ActionStage:
         audit: AuditLog,
         node: str,
         paused: Callable[[], bool] = lambda: False,
+        kill_switch: SendGate | None = None,
     ) -> None:
         self._policy = policy
         self._clock = clock
         self.pacer = Pacer(policy)
-        self.evictor = Evictor(api, policy=policy, pacer=self.pacer, audit=audit, clock=clock, node=node, paused=paused)
+        self.evictor = Evictor(
+            api, policy=policy, pacer=self.pacer, audit=audit, clock=clock, node=node, paused=paused,
+            kill_switch=kill_switch,
+        )
         self.last_decisions: list[Decision] = []
 
     @property
@@ -65,9 +71,9 @@ class ActionStage:
         return self.evictor.counts
 
     def set_policy(self, policy: ActionPolicy) -> None:
-        """Hot reload: new rules and mode from the next cycle on; cooldowns and backoffs are kept."""
+        """Hot reload: new rules and mode from the next cycle on; cooldowns, backoffs and spent tokens are kept."""
         self._policy = policy
-        self.pacer.set_policy(policy)
+        self.pacer.set_policy(policy, now=self._clock())
         self.evictor.set_policy(policy)
 
     async def run_cycle(self, findings: Iterable[Finding], attribution: Attribution) -> list[ActionOutcome]:
@@ -77,49 +83,3 @@ class ActionStage:
         paced = self.pacer.pace(decisions, now=now, findings=findings, attribution=attribution)
         self.last_decisions = paced
         return await self.evictor.act(paced)
-
-
-def would_be(mode: Mode) -> EvictionResult:
-    """The result a request let through would get, when nothing is sent (replay)."""
-    return {Mode.OBSERVE: EvictionResult.OBSERVED, Mode.DRY_RUN: EvictionResult.DRY_RUN}.get(
-        mode, EvictionResult.EVICTED
-    )
-
-
-def plan(
-    findings: Iterable[Finding],
-    attribution: Attribution,
-    policy: ActionPolicy,
-    now: float,
-    *,
-    pacer: Pacer | None = None,
-) -> list[Decision]:
-    """decide + pace, no I/O. Decisions left with result None would be sent; pass the same `pacer` across the
-    cycles of a replay so cooldowns and the token bucket carry over (it records each would-be send)."""
-    findings = list(findings)
-    pacer = pacer or Pacer(policy)
-    decisions = decide(findings, attribution, policy=policy, now=now)
-    paced = pacer.pace(decisions, now=now, findings=findings, attribution=attribution)
-    for decision in paced:
-        if decision.result is None and decision.request is not None:
-            pacer.record(decision.request, would_be(policy.mode), now=now)
-    return paced
-
-
-def describe(decision: Decision, mode: Mode) -> dict[str, Any]:
-    """One entry of a replay report's `evictions` list."""
-    request = decision.request
-    result = decision.result or would_be(mode)
-    return {
-        "namespace": decision.namespace,
-        "pod": decision.pod,
-        "priority": request.priority if request else None,
-        "finding": decision.finding_key,
-        "finding_kind": decision.finding_kind.value,
-        "protects": [
-            {"namespace": ref.namespace, "pod": ref.name, "priority": priority}
-            for ref, priority in (request.protects if request else ())
-        ],
-        "result": result.value,
-        "detail": decision.detail,
-    }

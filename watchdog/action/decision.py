@@ -5,8 +5,8 @@ the mode, never pace. PURE: no I/O, no asyncio; table-tested. Every path prefers
 wrong eviction: a finding without a pod, an unhealthy attribution or a victim we cannot see is UNSAFE, never a guess.
 
 Victim choice follows the kubelet's node-pressure ranking for memory (kubernetes/website, node-pressure-eviction.md:
-usage above requests first, then priority, then usage) and, elsewhere, lowest priority, then largest use of the
-contended resource, then youngest.
+usage above requests first, then priority, then usage above request) and, elsewhere, lowest priority, then largest
+use of the contended resource, then youngest.
 """
 
 from __future__ import annotations
@@ -48,6 +48,9 @@ def _decide_one(finding: Finding, attribution: Attribution, policy: ActionPolicy
         # Detection marks what is only worth reporting (a MIG instance filling up, an application Xid) below
         # critical; those never lead to an eviction.
         return [_stop(finding, EvictionResult.NO_CANDIDATE, f"{finding.severity.value} finding: report only")]
+    if not finding.observed:
+        # Detection keeps a finding open through missing data, but its evidence is old: never act on it.
+        return [_stop(finding, EvictionResult.UNSAFE, f"not observed since tick {finding.last_tick}: never act blind")]
     if not attribution.healthy:
         return [_stop(finding, EvictionResult.UNSAFE, "attribution is unhealthy this tick: never act blind")]
     if finding.kind is FindingKind.INTERFERENCE:
@@ -94,12 +97,7 @@ def _memory_pressure(finding: Finding, attribution: Attribution, policy: ActionP
     victim_uids = {v.uid for v in victims}
     candidates = [pod for pod in _pods_by_key(finding.usage, attribution) if pod.uid not in victim_uids]
 
-    def above_request(pod: PodInfo) -> bool:
-        # kubelet: a pod without a request counts as using above it (request 0).
-        request = pod.gpu_memory_request_bytes
-        return request is None or _use(finding, pod) > request
-
-    candidates.sort(key=lambda p: (not above_request(p), p.priority, -_use(finding, p), -p.created))
+    candidates.sort(key=lambda p: (*relief_rank(_use(finding, p), p), -p.created))
 
     def protected_by(pod: PodInfo) -> list[PodInfo]:
         others = victims or [p for p in candidates if p.uid != pod.uid]
@@ -209,6 +207,15 @@ def _victims(finding: Finding, attribution: Attribution) -> tuple[list[PodInfo],
             return [], ref
         found.append(pod)
     return found, None
+
+
+def relief_rank(use: float, pod: PodInfo) -> tuple[bool, int, float]:
+    """The kubelet's memory-pressure ranking key (pkg/kubelet/eviction/helpers.go rankMemoryPressure: exceedMemory
+    Requests, then priority, then memory use above request); smaller goes first. A pod without a request counts as
+    requesting 0. watchdog.detection.memory.relief_order orders the same way (stages may not import each other, so
+    the rule is mirrored there and a test keeps both in step)."""
+    excess = use - (pod.gpu_memory_request_bytes or 0)
+    return (not excess > 0, pod.priority, -excess)
 
 
 def _pods_by_key(usage, attribution: Attribution) -> list[PodInfo]:

@@ -6,7 +6,8 @@ and counts every result. Every decision it is handed ends with exactly one resul
 (result, reason, namespace) for gpu_watchdog_evictions_total and written as one audit line.
 
 observe sends nothing; dry-run sends only dryRun=All (the PDB check still runs server-side, so the answer says
-whether the eviction would be allowed — kubernetes-and-friends.md §1); enforce evicts.
+whether the eviction would be allowed — kubernetes-and-friends.md §1); enforce evicts. Right before each send the
+kill switch is re-read (`SendGate.confirm`), so an operator's pause stops the very next request.
 """
 
 from __future__ import annotations
@@ -24,12 +25,19 @@ from watchdog.model import ActionOutcome, Decision, EvictionRequest, EvictionRes
 log = logging.getLogger(__name__)
 
 COMPONENT = "gpu-watchdog"
-# Results worth an Event on the pod: real attempts and their refusals, not the pending/cooldown chatter.
+# Results worth an Event on the pod: real attempts, their refusals and their failures — not the pending/cooldown
+# chatter of stopped decisions, which would be one Event per standing finding per change (docs/action.md).
 EVENT_REASONS: Mapping[EvictionResult, tuple[str, str]] = {
     EvictionResult.EVICTED: ("GpuWatchdogEvicted", "Warning"),
     EvictionResult.DRY_RUN: ("GpuWatchdogDryRun", "Normal"),
     EvictionResult.BLOCKED_PDB: ("GpuWatchdogEvictionBlocked", "Warning"),
     EvictionResult.BLOCKED: ("GpuWatchdogEvictionBlocked", "Warning"),
+    EvictionResult.ERROR: ("GpuWatchdogEvictionFailed", "Warning"),
+}
+_VERBS: Mapping[EvictionResult, str] = {
+    EvictionResult.EVICTED: "evicted",
+    EvictionResult.DRY_RUN: "would evict (dry-run)",
+    EvictionResult.ERROR: "could not evict",
 }
 
 
@@ -40,6 +48,15 @@ class EvictionReplyLike(Protocol):
     http_status: int | None
     message: str
     retry_after: float | None
+
+
+class SendGate(Protocol):
+    """watchdog.action.killswitch.KillSwitch as the evictor sees it."""
+
+    @property
+    def switched_on(self) -> bool: ...
+
+    async def confirm(self) -> str | None: ...
 
 
 class EvictionApi(Protocol):
@@ -73,6 +90,7 @@ class Evictor:
         clock: Callable[[], float],
         node: str,
         paused: Callable[[], bool] = lambda: False,
+        kill_switch: SendGate | None = None,
         component: str = COMPONENT,
     ) -> None:
         self._api = api
@@ -82,15 +100,23 @@ class Evictor:
         self._clock = clock
         self._node = node
         self._paused = paused
+        # Callers that hand over `switch.paused` (a bound KillSwitch method) get the re-read before each send too.
+        owner = getattr(paused, "__self__", None)
+        if kill_switch is None and callable(getattr(owner, "confirm", None)) and hasattr(owner, "switched_on"):
+            kill_switch = owner
+        self._kill_switch = kill_switch
         self._component = component
         self._counts: Counter[tuple[str, str, str]] = Counter()
         self._error_streak = 0
         self._hold_until = float("-inf")
+        self._hold_why = ""
         self.event_failures = 0
         # A standing finding is decided again every cycle; a refusal that merely repeats (pending, cooldown, …) is
-        # counted and audited once per change, so counters and the audit log track decisions, not ticks.
-        self._standing: dict[str, tuple[str, EvictionResult]] = {}
-        self._seen: set[str] = set()
+        # counted and audited once per change, so counters and the audit log track decisions, not ticks. Keyed by
+        # (finding, pod): one Xid drain decides about several pods of the same finding.
+        self._standing: dict[tuple[str, str], EvictionResult] = {}
+        self._last_attempt: dict[tuple[str, str], EvictionResult] = {}
+        self._seen: set[tuple[str, str]] = set()
 
     @property
     def mode(self) -> Mode:
@@ -113,6 +139,7 @@ class Evictor:
             if outcome is not None:
                 outcomes.append(outcome)
         self._standing = {key: value for key, value in self._standing.items() if key in self._seen}
+        self._last_attempt = {key: value for key, value in self._last_attempt.items() if key in self._seen}
         return outcomes
 
     async def _finish(self, decision: Decision) -> ActionOutcome | None:
@@ -122,10 +149,10 @@ class Evictor:
         if decision.result is not None or request is None:
             result = decision.result or EvictionResult.NO_CANDIDATE
             return self._account(decision, result, detail=decision.detail, now=now, mode=mode)
-        if self._paused():
+        if self._switched_on():
             return self._account(decision, EvictionResult.PAUSED, detail="kill switch is on", now=now, mode=mode)
         if now < self._hold_until:
-            detail = f"holding off {self._hold_until - now:.0f}s after {self._error_streak} API error(s)"
+            detail = f"holding off {self._hold_until - now:.0f}s after {self._hold_why}"
             return self._account(decision, EvictionResult.RATE_LIMITED, detail=detail, now=now, mode=mode)
         if mode is Mode.OBSERVE:
             self._pacer.record(request, EvictionResult.OBSERVED, now=now)
@@ -133,14 +160,37 @@ class Evictor:
             return self._account(decision, EvictionResult.OBSERVED, detail=detail, now=now, mode=mode, sent=True)
         if self._api is None:
             return self._account(decision, EvictionResult.ERROR, detail="no Kubernetes API", now=now, mode=mode)
+        blocked = await self._confirm_switch()
+        if blocked:
+            return self._account(decision, EvictionResult.PAUSED, detail=blocked, now=self._clock(), mode=mode)
         result, status, detail, retry_after = await self._send(request, dry_run=mode is Mode.DRY_RUN)
         now = self._clock()
         self._pacer.record(request, result, now=now, retry_after=retry_after)
-        self._note_errors(result, now)
+        self._note_errors(result, now, retry_after)
         outcome = self._account(decision, result, detail=detail, now=now, mode=mode, http_status=status, sent=True)
-        if result in EVENT_REASONS:
-            await self._announce(request, result, mode)
+        key = (decision.finding_key, decision.pod)
+        # A failure repeated attempt after attempt is one Event per streak, as a standing refusal is one count.
+        repeated_error = result is EvictionResult.ERROR and self._last_attempt.get(key) is EvictionResult.ERROR
+        self._last_attempt[key] = result
+        if result in EVENT_REASONS and not repeated_error:
+            await self._announce(request, result, mode, detail)
         return outcome
+
+    def _switched_on(self) -> bool:
+        """The pause as last known, without a read: for every decision, including observe mode's."""
+        if self._kill_switch is not None:
+            return self._kill_switch.switched_on
+        return self._paused()
+
+    async def _confirm_switch(self) -> str | None:
+        """Right before a send: re-read the switch; an unknown or unreadable switch stops the send."""
+        if self._kill_switch is None:
+            return None
+        try:
+            return await self._kill_switch.confirm()
+        except Exception as exc:  # the switch promises not to raise; if it does, nothing is sent
+            log.warning("kill switch check raised: %r", exc)
+            return f"kill switch unknown: check raised {type(exc).__name__}"
 
     async def _send(
         self, request: EvictionRequest, *, dry_run: bool
@@ -158,23 +208,32 @@ class Evictor:
             result = EvictionResult.ERROR  # never report an eviction that did not happen as done
         return result, reply.http_status, reply.message or "", reply.retry_after
 
-    def _note_errors(self, result: EvictionResult, now: float) -> None:
+    def _note_errors(self, result: EvictionResult, now: float, retry_after: float | None) -> None:
+        policy = self._policy
+        if result is EvictionResult.RATE_LIMITED:
+            # API Priority and Fairness throttled us (429 without a DisruptionBudget cause): the whole API server
+            # asked us to wait, so every send waits, for Retry-After when it said so (kubernetes-and-friends.md §1).
+            wait = retry_after if retry_after else policy.retry_backoff_initial_seconds
+            self._hold_until = max(self._hold_until, now + wait)
+            self._hold_why = "the API server throttled us (429)"
+            return
         # One API failure slows every send down (30 s doubling to 600 s), not just retries of that pod.
         if result is not EvictionResult.ERROR:
             self._error_streak = 0
             self._hold_until = float("-inf")
             return
         self._error_streak += 1
-        policy = self._policy
         delay = policy.retry_backoff_initial_seconds * 2 ** min(self._error_streak - 1, 16)
         self._hold_until = now + min(delay, policy.retry_backoff_max_seconds)
+        self._hold_why = f"{self._error_streak} API error(s)"
 
-    async def _announce(self, request: EvictionRequest, result: EvictionResult, mode: Mode) -> None:
+    async def _announce(self, request: EvictionRequest, result: EvictionResult, mode: Mode, detail: str) -> None:
         reason, event_type = EVENT_REASONS[result]
-        verb = {EvictionResult.EVICTED: "evicted", EvictionResult.DRY_RUN: "would evict (dry-run)"}.get(
-            result, "eviction refused by a PodDisruptionBudget:"
-        )
-        message = f"gpu-watchdog {verb} {request.pod.key} (mode {mode.value}): {request.message}"[:1000]
+        verb = _VERBS.get(result, "eviction refused by a PodDisruptionBudget:")
+        message = f"gpu-watchdog {verb} {request.pod.key} (mode {mode.value}): {request.message}"
+        if result is EvictionResult.ERROR:
+            message = f"gpu-watchdog {verb} {request.pod.key} (mode {mode.value}): {detail}; {request.message}"
+        message = message[:1000]
         try:
             ok = await self._api.record_event(  # type: ignore[union-attr]
                 request.pod,
@@ -208,11 +267,11 @@ class Evictor:
         outcome = None
         if request is not None:
             outcome = ActionOutcome(request, result, mode, now, detail=detail, http_status=http_status)
-        self._seen.add(decision.finding_key)
-        standing = (decision.pod, result)
-        if not sent and self._standing.get(decision.finding_key) == standing:
+        key = (decision.finding_key, decision.pod)
+        self._seen.add(key)
+        if not sent and self._standing.get(key) is result:
             return outcome  # the same refusal as last cycle: already counted and audited
-        self._standing[decision.finding_key] = standing
+        self._standing[key] = result
         self._counts[(result.value, reason, namespace)] += 1
         final = decision if decision.result is result else _with_result(decision, result, detail)
         self._audit.write(audit_record(timestamp=now, node=self._node, mode=mode, decision=final, outcome=outcome))

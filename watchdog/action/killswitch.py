@@ -1,19 +1,28 @@
 """The cluster-wide pause button: a ConfigMap key that, while "true", turns every eviction into PAUSED.
 
-The evictor asks `paused()` synchronously once per decision, so the ConfigMap is read on a timer by `watcher()`
-and the last answer is kept. An unreadable ConfigMap keeps the last known state (and is counted): the switch
-is for operators to stop the agent quickly, and a flapping API must neither unpause nor spam the log.
+It fails closed. Until the ConfigMap has been read once, and whenever the last good read is older than
+`stale_after_refreshes` refresh periods, the state is *unknown* and nothing is sent ("kill switch unknown"): an
+agent whose RBAC or API path is broken cannot see an operator's pause, so it must not act as if there were none.
+A ConfigMap that does not exist (404) is a good read meaning "not paused": the switch is optional.
+
+Two readers keep it current: `watcher()` re-reads it every `refresh_seconds` so `paused()` and the exported state
+stay fresh, and the evictor calls `confirm()` just before it sends a request, so a pause takes effect on the very
+next send rather than up to a refresh period later (sends are rate-limited, so this costs one GET per attempt).
+`reads`, `failures` and `last_success` are kept for the exporter.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Protocol
+import time
+from typing import Callable, Protocol
 
 from watchdog.config.action import KillSwitch as KillSwitchSettings
 
 log = logging.getLogger(__name__)
+
+UNKNOWN = "kill switch unknown"
 
 
 class KillSwitchReader(Protocol):
@@ -23,28 +32,100 @@ class KillSwitchReader(Protocol):
 
 
 class KillSwitch:
-    """Caches the kill switch's state; `paused` is the callable the Evictor takes."""
+    """Caches the kill switch's state; the Evictor asks `switched_on` each decision and `confirm()` before a send."""
 
-    def __init__(self, reader: KillSwitchReader | None, *, settings: KillSwitchSettings, namespace: str) -> None:
+    def __init__(
+        self,
+        reader: KillSwitchReader | None,
+        *,
+        settings: KillSwitchSettings,
+        namespace: str,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._reader = reader
         self._settings = settings
         self._namespace = settings.namespace or namespace
+        # Monotonic by default: staleness is measured against the watcher's own asyncio.sleep, not a wall clock
+        # that may step (or a simulated one that jumps ahead of the watcher).
+        self._clock = clock
         self._paused = False
-        self.failures = 0
         self.reads = 0
+        self.failures = 0
+        self.last_success: float | None = None  # clock() of the last good read; None until there is one
+        self._failing = False  # log a failing switch once per outage, not every refresh
 
-    def paused(self) -> bool:
-        return self._paused
+    @property
+    def active(self) -> bool:
+        """Whether there is a switch to read at all (disabled, or no Kubernetes API: never paused)."""
+        return self._reader is not None and self._settings.enabled
+
+    @property
+    def switched_on(self) -> bool:
+        """The last good read said "paused" (whether or not that read is still fresh)."""
+        return self.active and self._paused
 
     def set_settings(self, settings: KillSwitchSettings, *, namespace: str) -> None:
+        changed = (settings.namespace or namespace, settings.name, settings.key) != (
+            self._namespace, self._settings.name, self._settings.key)
         self._settings = settings
         self._namespace = settings.namespace or namespace
+        if changed:
+            self.last_success = None  # another ConfigMap: what we knew of the old one says nothing about it
+
+    def blocking_reason(self) -> str | None:
+        """Why nothing may be sent now (paused, never read, or stale), or None when sends may go."""
+        if not self.active:
+            return None
+        if self.last_success is None:
+            return f"{UNKNOWN}: {self._where} never read successfully ({self.failures} failed read(s))"
+        age = self._clock() - self.last_success
+        limit = self._settings.stale_after_refreshes * self._settings.refresh_seconds
+        if age > limit:
+            return f"{UNKNOWN}: last good read of {self._where} was {age:.0f}s ago (stale after {limit:g}s)"
+        if self._paused:
+            return "kill switch is on"
+        return None
+
+    def paused(self) -> bool:
+        """The operator's pause as last read (for the paused gauge). Sends also stop while `unknown`; the Evictor
+        asks `blocking_reason()`/`confirm()`, which cover both."""
+        return self.switched_on
+
+    @property
+    def unknown(self) -> bool:
+        """Never read successfully, or the last good read is stale: sends hold until a read succeeds."""
+        reason = self.blocking_reason()
+        return reason is not None and reason.startswith(UNKNOWN)
 
     async def refresh(self) -> bool:
-        """Read the ConfigMap once; returns the state now in force."""
-        if self._reader is None or not self._settings.enabled:
+        """Read the ConfigMap once; returns `paused()` afterwards (a failed read keeps the last good answer)."""
+        await self._read()
+        return self.paused()
+
+    async def confirm(self) -> str | None:
+        """Re-read the switch right before a send: None when the send may go, else why not (a failed read stops it)."""
+        if not self.active:
+            return None
+        if not await self._read():
+            return f"{UNKNOWN}: {self._where} could not be read just before sending"
+        return self.blocking_reason()
+
+    async def watcher(self) -> None:
+        """Re-reads the switch every `refresh_seconds` until cancelled."""
+        while True:
+            await self.refresh()
+            await asyncio.sleep(self._settings.refresh_seconds)
+
+    @property
+    def _where(self) -> str:
+        return f"ConfigMap {self._namespace}/{self._settings.name}"
+
+    async def _read(self) -> bool:
+        """One GET; True when it succeeded (state and last_success updated), False when it failed (counted)."""
+        if not self.active:
             self._paused = False
-            return False
+            return True
+        assert self._reader is not None
         try:
             state = await self._reader.read_kill_switch(self._namespace, self._settings.name, key=self._settings.key)
         except Exception as exc:  # the reader promises not to raise; degrade, never crash
@@ -53,14 +134,13 @@ class KillSwitch:
         self.reads += 1
         if state is None:
             self.failures += 1
-        elif state != self._paused:
-            log.warning("kill switch %s/%s: evictions %s", self._namespace, self._settings.name,
-                        "PAUSED" if state else "resumed")
-            self._paused = state
-        return self._paused
-
-    async def watcher(self) -> None:
-        """Re-reads the switch every `refresh_seconds` until cancelled."""
-        while True:
-            await self.refresh()
-            await asyncio.sleep(self._settings.refresh_seconds)
+            if not self._failing:
+                log.warning("cannot read the kill switch %s: evictions hold once it is unknown", self._where)
+            self._failing = True
+            return False
+        self._failing = False
+        if state != self._paused:
+            log.warning("kill switch %s: evictions %s", self._where, "PAUSED" if state else "resumed")
+        self._paused = state
+        self.last_success = self._clock()
+        return True

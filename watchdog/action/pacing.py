@@ -28,10 +28,13 @@ ATTEMPTS = frozenset(
         EvictionResult.BLOCKED,
         EvictionResult.GONE,
         EvictionResult.ERROR,
+        EvictionResult.RATE_LIMITED,  # only ever recorded as the API server's answer (APF 429), never pacing's own
     }
 )
 # A PDB that allows no disruption answers 429 without Retry-After (kubernetes-and-friends.md §1): back off ourselves.
-RETRIED = frozenset({EvictionResult.BLOCKED_PDB, EvictionResult.BLOCKED, EvictionResult.ERROR})
+RETRIED = frozenset(
+    {EvictionResult.BLOCKED_PDB, EvictionResult.BLOCKED, EvictionResult.ERROR, EvictionResult.RATE_LIMITED}
+)
 
 
 @dataclass(slots=True)
@@ -69,6 +72,7 @@ class Pacer:
         self._pod_until: dict[str, float] = {}
         self._tenant_until: dict[str, float] = {}
         self._evicted_until: dict[str, float] = {}
+        self._gone_until: dict[str, float] = {}  # by uid: a same-name replacement is another pod
         self._backoff: dict[str, Backoff] = {}
         self._tenants: dict[str, str] = {}
 
@@ -76,15 +80,21 @@ class Pacer:
     def policy(self) -> ActionPolicy:
         return self._policy
 
-    def set_policy(self, policy: ActionPolicy) -> None:
-        """Hot reload: keeps every memory; a changed rate or burst starts a new (full) bucket."""
+    def set_policy(self, policy: ActionPolicy, *, now: float | None = None) -> None:
+        """Hot reload: keeps every memory; a changed rate or burst keeps the tokens left (at most the new burst),
+        so a reload is never a way to get a fresh burst of evictions. `now` brings the old bucket up to date first."""
         old = self._policy
         self._policy = policy
         if (old.node_evictions_per_minute, old.node_eviction_burst) != (
             policy.node_evictions_per_minute,
             policy.node_eviction_burst,
         ):
+            previous = self._bucket
+            if now is not None:
+                previous.refill(now)
             self._bucket = _bucket(policy)
+            self._bucket.tokens = min(previous.tokens, self._bucket.capacity)
+            self._bucket.updated = previous.updated
 
     def tokens(self, now: float) -> float:
         return self._bucket.refill(now)
@@ -147,6 +157,9 @@ class Pacer:
             return
         self._backoff.pop(pod, None)
         if result is EvictionResult.GONE:
+            # 404 (or 409: replaced) while the pod cache still lists it: without a memory the same request would go
+            # out again with every token until the watch catches up.
+            self._gone_until[_identity(request)] = now + policy.evicted_memory_seconds
             return
         # Dry-run and observe start the same cooldowns an eviction would: the report then matches enforce mode,
         # and a standing finding is not re-sent (nor re-announced as an Event) every cycle.
@@ -168,6 +181,8 @@ class Pacer:
                 return EvictionResult.PENDING, f"persisted {lasted:.0f}s of the {needed:g}s required"
         if self._evicted_until.get(pod, -1.0) > now:
             return EvictionResult.ALREADY_EVICTED, f"{pod} was evicted and is still remembered as terminating"
+        if self._gone_until.get(_identity(request), -1.0) > now:
+            return EvictionResult.GONE, f"the API server said {pod} no longer exists; remembered as gone"
         backoff = self._backoff.get(pod)
         if backoff and backoff.until > now:
             return EvictionResult.COOLDOWN, f"backing off {backoff.delay:g}s after a refused attempt on {pod}"
@@ -180,7 +195,7 @@ class Pacer:
         return None
 
     def _forget_expired(self, now: float) -> None:
-        for table in (self._pod_until, self._tenant_until, self._evicted_until):
+        for table in (self._pod_until, self._tenant_until, self._evicted_until, self._gone_until):
             for key in [k for k, until in table.items() if until <= now]:
                 del table[key]
         # A backoff is kept a while after it expires so the next refusal doubles it.
@@ -189,6 +204,10 @@ class Pacer:
             del self._backoff[key]
         if len(self._tenants) > 10_000:
             self._tenants.clear()
+
+
+def _identity(request: EvictionRequest) -> str:
+    return request.pod.uid or request.pod.key
 
 
 def _bucket(policy: ActionPolicy) -> TokenBucket:

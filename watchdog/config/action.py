@@ -42,6 +42,9 @@ class KillSwitch(Section):
     name: str = Field("gpu-watchdog-kill-switch", min_length=1, description="Name of the ConfigMap.")
     key: str = Field("paused", min_length=1, description="Key whose value 'true' pauses evictions.")
     refresh_seconds: float = Field(10.0, gt=0, description="How often the ConfigMap is re-read.")
+    stale_after_refreshes: int = Field(
+        3, ge=1, description="After this many refresh periods without a good read the state is unknown: no sends."
+    )
 
 
 class ActionPolicy(Section):

@@ -2,24 +2,21 @@
 
 Replay (a recorded trace) and scenario runs (the simulator) both need "what would the agent have found and asked
 to evict at this tick". They must use the real detector, the real rules and the real pacer (hysteresis, cooldowns,
-token bucket), or an offline report would promise evictions the agent never makes. The one thing they cannot do is
-call the Eviction API; a request that reaches that point is given the result its mode stands for (observe →
-observed, dry-run → dry_run, enforce → evicted, as if the API server accepted) and fed back to the pacer the way the
-evictor would, so cooldowns start exactly as they do live.
+token bucket) and the policy exactly as the agent overlays it at runtime, or an offline report would promise
+evictions the agent never makes. So they go through watchdog.action's `effective_policy` and `plan`, the functions
+the live path shares. The one thing they cannot do is call the Eviction API; a request that reaches that point is
+given the result its mode stands for (`would_be`: observe → observed, dry-run → dry_run, enforce → evicted, as if
+the API server accepted) and fed back to the pacer the way the evictor would, so cooldowns start exactly as live.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from watchdog.action.decision import decide
-from watchdog.action.pacing import Pacer
+from watchdog.action import Pacer, effective_policy, plan, would_be
 from watchdog.config import Policy
 from watchdog.detection import Detector
-from watchdog.model import Attribution, Decision, EvictionResult, Finding, Mode, NodeSample
-
-MODE_RESULT = {Mode.OBSERVE: EvictionResult.OBSERVED, Mode.DRY_RUN: EvictionResult.DRY_RUN,
-               Mode.ENFORCE: EvictionResult.EVICTED}
+from watchdog.model import Attribution, Decision, Finding, NodeSample
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,26 +35,29 @@ def sent_key(decision: Decision) -> str:
 
 
 class OfflineAgent:
-    """The agent's detect → decide → pace loop with an evictor that never leaves the process."""
+    """The agent's detect → decide → pace loop with an evictor that never leaves the process.
 
-    def __init__(self, policy: Policy) -> None:
+    ``own_namespace`` and ``tenant_label`` are the runtime settings the live agent overlays on the policy
+    (Settings.namespace and Settings.attribution.tenant_label); pass them to replay what that agent would do.
+    """
+
+    def __init__(self, policy: Policy, *, own_namespace: str | None = None, tenant_label: str | None = None) -> None:
         self.policy = policy
-        self.mode = policy.action.mode
-        self._detector = Detector(policy.detection, tenant_label=policy.action.tenant_label)
-        self._pacer = Pacer(policy.action)
+        self.action_policy = effective_policy(policy.action, own_namespace=own_namespace, tenant_label=tenant_label)
+        self.mode = self.action_policy.mode
+        self._detector = Detector(policy.detection, tenant_label=self.action_policy.tenant_label)
+        self._pacer = Pacer(self.action_policy)
 
     def step(self, sample: NodeSample, attribution: Attribution) -> StepResult:
         now = sample.timestamp
         findings = tuple(self._detector.step(sample, attribution))
-        decisions = decide(findings, attribution, policy=self.policy.action, now=now)
-        paced = self._pacer.pace(decisions, now=now, findings=findings, attribution=attribution)
+        paced = plan(findings, attribution, self.action_policy, now, pacer=self._pacer)
         final: list[Decision] = []
         sent: set[str] = set()
         for decision in paced:
             if decision.result is None and decision.request is not None:
-                result = MODE_RESULT[self.mode]
-                self._pacer.record(decision.request, result, now=now)
-                decision = replace(decision, result=result, detail=decision.detail or f"{self.mode.value} (offline)")
+                decision = replace(decision, result=would_be(self.mode),
+                                   detail=decision.detail or f"{self.mode.value} (offline)")
                 sent.add(sent_key(decision))
             final.append(decision)
         return StepResult(sample, attribution, findings, tuple(final), frozenset(sent))

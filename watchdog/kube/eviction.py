@@ -5,11 +5,16 @@ An eviction goes through the API server's eviction subresource (never a plain DE
 Its answers are mapped onto exactly one EvictionResult each (reference §1, pkg/registry/core/pod/storage/eviction.go):
 - 2xx with a Success Status → EVICTED (DRY_RUN when ``dryRun=All``); any 2xx is accepted, the docs say 200, the
   server sends 201.
-- 2xx with a Failure Status → BLOCKED (and a 500 naming several PDBs, as the docs describe it). Several PDBs matching the pod come back this way: eviction.go returns the
-  Status as its result and the create handler writes it with 201, and the Python clients raise only on the HTTP
-  status, so the body is read here (``*_without_preload_content``) and checked, as client-go does.
-- 429 → BLOCKED_PDB, with Retry-After / details.retryAfterSeconds when the server sent one (only while the
-  disruption controller has not observed the PDB; otherwise the caller backs off by itself).
+- 2xx with a Failure Status → BLOCKED (and a 500 naming several PDBs, as the docs describe it). Several PDBs
+  matching the pod come back this way: eviction.go returns the Status as its result and the create handler writes it
+  with 201, and the Python clients raise only on the HTTP status, so the body is read here
+  (``*_without_preload_content``) and checked, as client-go does.
+- 429 with a ``details.causes[].reason == "DisruptionBudget"`` → BLOCKED_PDB, with Retry-After /
+  details.retryAfterSeconds when the server sent one (only while the disruption controller has not observed the PDB;
+  otherwise the caller backs off by itself).
+- any other 429 → RATE_LIMITED with its Retry-After: API Priority and Fairness (or a proxy) throttling the request,
+  which says nothing about the pod's budget (apiserver/pkg/server/filters/priority-and-fairness.go answers 429 with
+  a Retry-After header and no causes).
 - 404 → GONE; 409 from the uid precondition → GONE (the pod was replaced by another of the same name).
 - 403 → ERROR naming the missing RBAC rule; 5xx, timeouts and connection errors → ERROR.
 Nothing here raises: a failed call is a result, so the evictor can count it and move on.
@@ -33,6 +38,7 @@ from watchdog.model import EvictionResult, PodInfo, PodRef
 log = logging.getLogger(__name__)
 
 RBAC_EVICTION = "RBAC: the service account needs create on pods/eviction"
+DISRUPTION_BUDGET_CAUSE = "DisruptionBudget"
 _TRUE = frozenset({"true", "1", "yes", "on"})
 
 
@@ -64,9 +70,16 @@ def classify_eviction(status: int, body: dict, *, dry_run: bool, headers: object
         result = EvictionResult.DRY_RUN if dry_run else EvictionResult.EVICTED
         return EvictionReply(result, status, message or ("dry run accepted" if dry_run else "evicted"))
     if status == 429:
-        causes = [c.get("message", "") for c in (body.get("details") or {}).get("causes") or [] if c.get("message")]
-        text = "; ".join([message, *causes]) if causes else message
-        return EvictionReply(EvictionResult.BLOCKED_PDB, status, text, _retry_after(headers, body))
+        causes = [c for c in (body.get("details") or {}).get("causes") or [] if isinstance(c, dict)]
+        texts = [str(c["message"]) for c in causes if c.get("message")]
+        text = "; ".join([message, *texts]) if texts else message
+        retry_after = _retry_after(headers, body)
+        # eviction.go attaches a StatusCause of type policyv1.DisruptionBudgetCause (JSON "reason") to its PDB
+        # refusals (kubernetes-and-friends.md §1); APF's 429 carries no cause.
+        if any(c.get("reason") == DISRUPTION_BUDGET_CAUSE for c in causes):
+            return EvictionReply(EvictionResult.BLOCKED_PDB, status, text, retry_after)
+        return EvictionReply(EvictionResult.RATE_LIMITED, status, f"throttled by the API server: {text or 'HTTP 429'}",
+                             retry_after)
     if status == 404:
         return EvictionReply(EvictionResult.GONE, status, message or "pod not found")
     if status == 409 and "precondition" in message.lower():

@@ -17,6 +17,7 @@ from typing import Any, Awaitable, Callable, Mapping
 from watchdog.action import ActionStage
 from watchdog.action.audit import AuditLog
 from watchdog.action.killswitch import KillSwitch
+from watchdog.action.planning import effective_policy
 from watchdog.attribution.proc import ProcReader
 from watchdog.attribution.kubelet import assignments_from_settings
 from watchdog.attribution.pods import PodCache
@@ -83,6 +84,7 @@ class Agent:
             audit=AuditLog.from_setting(settings.audit_log),
             node=self.node,
             paused=self.kill_switch.paused,
+            kill_switch=self.kill_switch,
         )
         self.signals = PrometheusSignals(
             settings.signals, policy=lambda: self.policy.detection, clock=clock
@@ -134,10 +136,9 @@ class Agent:
     # ------------------------------------------------------------------------------------------ wiring
 
     def _action_policy(self, policy: Policy):
-        action = policy.action.with_own_namespace(self.settings.namespace)
-        if action.tenant_label is None and self.settings.attribution.tenant_label:
-            action = action.model_copy(update={"tenant_label": self.settings.attribution.tenant_label})
-        return action
+        return effective_policy(
+            policy.action, own_namespace=self.settings.namespace, tenant_label=self.settings.attribution.tenant_label
+        )
 
     def apply_policy(self, policy: Policy) -> None:
         """Hot reload: detection keeps its learned baselines, action keeps cooldowns and backoffs."""

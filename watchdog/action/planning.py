@@ -1,0 +1,56 @@
+"""The action stage without its actor: the policy the agent really applies, and decide + pace with no I/O.
+
+Replay and scenario runs (watchdog.evaluation) must show the evictions the live agent would make, so they go through
+these functions rather than their own copy of the rules: `effective_policy` is the one place the runtime overlay
+(the agent's own namespace protected, the attribution tenant label) is applied — the service builds its policy with
+it too — and `plan` is decide + pace with each would-be send fed back to the pacer, as the evictor does live.
+PURE: no I/O, no asyncio.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from watchdog.action.decision import decide
+from watchdog.action.pacing import Pacer
+from watchdog.config.action import ActionPolicy
+from watchdog.model import Attribution, Decision, EvictionResult, Finding, Mode
+
+
+def effective_policy(
+    action_policy: ActionPolicy, *, own_namespace: str | None, tenant_label: str | None
+) -> ActionPolicy:
+    """The policy as the agent applies it: its own namespace protected, and the attribution settings' tenant label
+    used when the policy names none."""
+    policy = action_policy.with_own_namespace(own_namespace)
+    if policy.tenant_label is None and tenant_label:
+        policy = policy.model_copy(update={"tenant_label": tenant_label})
+    return policy
+
+
+def would_be(mode: Mode) -> EvictionResult:
+    """The result a request let through would get when nothing is sent: what its mode stands for, as if the API
+    server accepted it (observe → observed, dry-run → dry_run, enforce → evicted)."""
+    return {Mode.OBSERVE: EvictionResult.OBSERVED, Mode.DRY_RUN: EvictionResult.DRY_RUN}.get(
+        mode, EvictionResult.EVICTED
+    )
+
+
+def plan(
+    findings: Iterable[Finding],
+    attribution: Attribution,
+    policy: ActionPolicy,
+    now: float,
+    *,
+    pacer: Pacer | None = None,
+) -> list[Decision]:
+    """decide + pace, no I/O. Decisions left with result None would be sent; pass the same `pacer` across the
+    cycles of a replay so cooldowns and the token bucket carry over (it records each would-be send)."""
+    findings = list(findings)
+    pacer = pacer or Pacer(policy)
+    decisions = decide(findings, attribution, policy=policy, now=now)
+    paced = pacer.pace(decisions, now=now, findings=findings, attribution=attribution)
+    for decision in paced:
+        if decision.result is None and decision.request is not None:
+            pacer.record(decision.request, would_be(policy.mode), now=now)
+    return paced
