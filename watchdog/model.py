@@ -353,3 +353,4 @@ class Snapshot:
     tenant_label: str | None = None  # pod label key that names the tenant, when configured
     policy_reloads: Mapping[str, int] = field(default_factory=lambda: EMPTY)  # ("success"|"failure") → n
     mqtt: Mapping[str, int] | None = None  # published, dropped, connect_failures, connected; None when off
+    kill_switch_known: bool = True  # False until the kill switch was read, or when its last read is stale

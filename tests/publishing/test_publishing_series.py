@@ -195,9 +195,11 @@ def test_empty_snapshot_has_only_agent_series(series):
     rows = series(Snapshot(node="n"))
     assert set(rows) == {
         "gpu_watchdog_build_info", "gpu_watchdog_mode", "gpu_watchdog_evictions_paused", "gpu_watchdog_ready",
-        "gpu_watchdog_policy_reloads_total",
+        "gpu_watchdog_policy_reloads_total", "gpu_watchdog_kill_switch_known",
     }
     assert one(rows["gpu_watchdog_build_info"], driver_version="") == 1
+    assert one(rows["gpu_watchdog_kill_switch_known"]) == 1
+    assert one(series(Snapshot(node="n", kill_switch_known=False))["gpu_watchdog_kill_switch_known"]) == 0
 
 
 def test_unhealthy_attribution_is_exported(snapshot_factory, series):

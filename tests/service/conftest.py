@@ -43,6 +43,7 @@ class Driver:
         self.tasks.append(asyncio.create_task(self.agent.kubelet.refresher(self.world.clock, poll_seconds=0.01)))
         if self.agent.pod_watcher is not None:
             self.tasks.append(asyncio.create_task(self.agent.pod_watcher.run()))
+        await self.agent.kill_switch.refresh()  # the agent's kill-switch watcher reads it first thing
         await self.caught_up()
 
     async def caught_up(self) -> None:

@@ -55,6 +55,7 @@ def add_agent_series(book: FamilyBook, *, snapshot: Snapshot, owners: Owners) ->
     for mode in Mode:
         book[c.MODE].add((node, str(mode)), 1 if mode == snapshot.mode else 0)
     book[c.EVICTIONS_PAUSED].add((node,), 1 if snapshot.paused else 0)
+    book[c.KILL_SWITCH_KNOWN].add((node,), 1 if snapshot.kill_switch_known else 0)
     book[c.READY].add((node,), 1 if snapshot.ready else 0)
     reloads = dict.fromkeys(POLICY_RELOAD_RESULTS, 0)
     reloads.update(snapshot.policy_reloads)

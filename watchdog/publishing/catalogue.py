@@ -175,6 +175,10 @@ STAGE_SUCCESS = _gauge("stage_success", "1 when the pipeline stage succeeded in 
 BUILD_INFO = _gauge("build_info", "Agent build; always 1.", ("node", "version", "python", "driver_version"))
 MODE = _gauge("mode", "1 for the agent's current action mode, 0 for the others.", ("node", "mode"))
 EVICTIONS_PAUSED = _gauge("evictions_paused", "1 while the kill switch pauses evictions.", ("node",))
+KILL_SWITCH_KNOWN = _gauge(
+    "kill_switch_known", "1 once the kill switch was read and its last read is fresh; 0 means no eviction is sent.",
+    ("node",),
+)
 READY = _gauge("ready", "1 once the first full sample is in.", ("node",))
 POLICY_RELOADS = _counter("policy_reloads_total", "Policy file reloads by result.", ("node", "result"))
 MQTT_PUBLISHED = _counter("mqtt_messages_published_total", "Events the MQTT broker acknowledged.", ("node",))

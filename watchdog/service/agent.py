@@ -91,6 +91,7 @@ class Agent:
         ) if settings.signals.prometheus_url else None
         self._signal_errors = CounterDelta()
         self._event_errors = CounterDelta()
+        self._kill_switch_errors = CounterDelta()
         if external_signals is None and self.signals is not None:
             external_signals = self.signals.values
         self.detector = Detector(self.policy.detection, tenant_label=settings.attribution.tenant_label)
@@ -121,6 +122,7 @@ class Agent:
             on_tick=on_tick,
             paused=self.kill_switch.paused,
             mqtt_counters=self._mqtt_counters if self.mqtt is not None else None,
+            kill_switch_known=lambda: not self.kill_switch.unknown,
         )
         self.cycle.sample_timeout = settings.sampling.sample_timeout_seconds
         self.server = MetricsServer.from_settings(
@@ -196,6 +198,7 @@ class Agent:
         previous = self.cycle.snapshot if self.tick else None
         if self.signals is not None:
             self.state.count_errors("signals", self._signal_errors(self.signals.errors))
+        self.state.count_errors("action", self._kill_switch_errors({"kill_switch_read": self.kill_switch.failures}))
         if self.xids is not None:  # the event thread's health, reported like a stage
             self.state.count_errors("events", self._event_errors(self.xids.error_counts()))
             healthy = self.xids.healthy  # running, registered on a GPU, last wait ended well

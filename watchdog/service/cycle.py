@@ -44,6 +44,7 @@ class Cycle:
         on_tick: TickHook | None = None,
         paused: Callable[[], bool] = lambda: False,
         mqtt_counters: Callable[[], Mapping[str, int]] | None = None,
+        kill_switch_known: Callable[[], bool] = lambda: True,
         to_thread: Callable[..., Any] = asyncio.to_thread,
     ) -> None:
         self.state = state
@@ -60,6 +61,7 @@ class Cycle:
         self.on_tick = on_tick
         self.paused = paused
         self.mqtt_counters = mqtt_counters
+        self.kill_switch_known = kill_switch_known
         self.to_thread = to_thread
         self.findings: tuple[Finding, ...] = ()
         self.snapshot: Snapshot = state.snapshot(
@@ -92,6 +94,7 @@ class Cycle:
             mode=self.action.policy.mode,
             paused=self.paused(),
             mqtt=self.mqtt_counters() if self.mqtt_counters is not None else None,
+            kill_switch_known=self.kill_switch_known(),
         )
         return self.snapshot
 

@@ -69,6 +69,7 @@ class AgentState:
         mode: Mode,
         paused: bool,
         mqtt: Mapping[str, int] | None = None,
+        kill_switch_known: bool = True,
     ) -> Snapshot:
         return Snapshot(
             node=self.node,
@@ -85,6 +86,7 @@ class AgentState:
             tenant_label=self.tenant_label,
             policy_reloads=MappingProxyType(dict(self.policy_reloads)),
             mqtt=None if mqtt is None else MappingProxyType(dict(mqtt)),
+            kill_switch_known=kill_switch_known,
         )
 
 
