@@ -160,10 +160,11 @@ def test_only_the_opt_in_group_asks_the_controller_to_act():
     (action,) = next(g for g in groups if g["name"] == "gpu-watchdog.actions")["rules"]
     assert action["alert"] == "TenantGpuQuotaExceeded"
     assert FindingKind(action["labels"][KIND_LABEL]) is FindingKind.QUOTA
-    # the controller needs namespace and pod; they come from the finding's culprit, never from a victim
+    # the controller needs the namespace; it comes from the finding's culprit, never from a victim
     assert '"namespace", "$1", "culprit_namespace"' in action["expr"]
-    assert '"pod", "$1", "culprit_pod"' in action["expr"]
     assert 'culprit_pod!=""' in action["expr"]
+    # namespace-only: no `pod` label, so the controller picks the tenant's lowest-priority evictable GPU pod
+    assert '"pod"' not in action["expr"] and "pod" not in action["labels"]
 
 
 def test_xid_classes_match_the_detection_defaults():

@@ -19,6 +19,7 @@ from watchdog.kube.client import KubeApi
 
 LEASE, RENEW, RETRY = 2.0, 1.5, 0.2
 TOKEN = "replica-token"
+GPU = {"nvidia.com/gpu": "1"}
 
 
 async def poll(check, *, seconds: float, every: float = 0.05) -> bool:
@@ -35,7 +36,7 @@ async def replicas(tmp_path):
     token.write_text(TOKEN)
     server = FakeApiServer()
     await server.start()
-    server.add_pod(namespace="team-b", name="batch", priority=1)
+    server.add_pod(namespace="team-b", name="batch", priority=1, requests=GPU)
     apis, controllers = [], []
     try:
         for identity in ("replica-a", "replica-b"):
@@ -93,10 +94,10 @@ async def test_only_the_leader_acts_and_the_other_takes_over(replicas):
 
         status, _ = await post(session, leader, body(alert()))
         assert status == 503
-        # Alertmanager's retry reaches the new leader, which has no memory of the firing: the pod is terminating,
-        # so it is not evicted a second time.
+        # Alertmanager's retry reaches the new leader, which reads the firing in the shared ledger: not evicted
+        # a second time.
         status, answer = await post(session, follower, body(alert()))
-        assert status == 200 and answer["results"][0]["result"] == "already_evicted"
+        assert status == 200 and answer["results"][0]["result"] == "duplicate"
         assert real_evictions(server) == 1
         async with session.get(f"{follower.url}/readyz") as response:
             assert (await response.json())["leader"] is True

@@ -102,3 +102,33 @@ def test_namespace_only_picks_lowest_priority_gpu_pod_youngest_first():
     assert decide_alert(target(pod=None), guarded[:1], policy=policy).result is R.PROTECTED
     assert decide_alert(target(pod=None), [gpu_pod("c", res=None)], policy=policy).result is R.NO_CANDIDATE
     assert is_gpu_pod(gpu_pod("m", res="nvidia.com/mig-3g.40gb")) and not is_gpu_pod(gpu_pod("n", res="cpu"))
+
+
+def test_named_pod_must_be_a_gpu_pod():
+    d = decide_alert(target(), [gpu_pod("batch", res=None), gpu_pod("gpu-job")], policy=ActionPolicy())
+    assert (d.result, d.pod, d.request) == (R.NO_CANDIDATE, "batch", None) and "no GPU" in d.detail
+
+
+def test_named_pod_is_refused_while_the_tenant_has_a_lower_priority_gpu_pod():
+    policy = ActionPolicy()
+    named = gpu_pod("batch", priority=100)
+    d = decide_alert(target(), [named, gpu_pod("low", priority=5), gpu_pod("cpu", priority=-9, res=None)], policy=policy)
+    assert d.result is R.NOT_LOWER_PRIORITY and d.pod == "batch" and "team-b/low" in d.detail
+    # Lower-priority pods that may not be evicted (protected, terminating, other tenant) do not count.
+    others = [
+        gpu_pod("guarded", priority=1, annotations={"gpu-watchdog.io/protected": "true"}),
+        gpu_pod("leaving", priority=1, deleting=True),
+        gpu_pod("elsewhere", ns="team-c", priority=1),
+        gpu_pod("peer", priority=100),
+    ]
+    assert decide_alert(target(), [named, *others], policy=policy).result is None
+
+
+def test_namespace_only_evicts_nothing_while_a_tenant_gpu_pod_is_terminating():
+    policy = ActionPolicy()
+    pods = [gpu_pod("evicted-before", priority=0, deleting=True), gpu_pod("next", priority=0)]
+    d = decide_alert(target(pod=None), pods, policy=policy)
+    assert (d.result, d.pod) == (R.ALREADY_EVICTED, "evicted-before")
+    # A terminating pod that holds no GPU, or in another namespace, does not stop it.
+    pods = [gpu_pod("cpu", deleting=True, res=None), gpu_pod("other", ns="x", deleting=True), gpu_pod("next")]
+    assert decide_alert(target(pod=None), pods, policy=policy).pod == "next"

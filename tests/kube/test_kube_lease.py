@@ -55,8 +55,14 @@ async def test_running_electors_fail_over_when_the_leader_stops(server, api):
     clock = FakeClock()
     sleep = RecordingSleep(clock)
     b_leads = asyncio.Event()
+    took_over: list[float] = []
+
+    def b_started() -> None:
+        took_over.append(clock())  # b keeps renewing (moving the clock) before this test wakes: read it now
+        b_leads.set()
+
     a = elector(api, clock, "a", sleep=sleep)
-    b = elector(api, clock, "b", sleep=sleep, on_started_leading=b_leads.set)
+    b = elector(api, clock, "b", sleep=sleep, on_started_leading=b_started)
     async with running(a.run()) as a_task:
         await sleep.until(lambda: a.is_leader)
         async with running(b.run()):
@@ -64,15 +70,17 @@ async def test_running_electors_fail_over_when_the_leader_stops(server, api):
             assert a.is_leader and not b.is_leader
             a_task.cancel()  # a crashes: no release, its lease just stops being renewed
             await asyncio.gather(a_task, return_exceptions=True)
+            died = clock()  # a writes nothing after this
             final = lease(server)  # a's last write, whether or not a saw its answer before dying
             assert final["holderIdentity"] == "a"
             last_renewal = datetime.fromisoformat(final["renewTime"].replace("Z", "+00:00")).timestamp() - clock.epoch
             await asyncio.wait_for(b_leads.wait(), 5)
             assert b.is_leader and not a.is_leader
-            waited = clock() - last_renewal
-            # Never before expiry. At most: b may see a's last write two retry periods late (both electors' sleeps
-            # move the shared clock), waits out the lease on its own clock, and tries every retry period.
-            assert 15 <= waited <= 15 + 4 * 2
+            # Never before the lease expired, counted from a's last write (b dates a record by when it read it).
+            assert took_over[0] - last_renewal >= 15
+            # At most: b reads a's last write by its next try after a died (while both ran, both electors' sleeps
+            # moved the shared clock, so measure from a's death), waits out the lease, tries every retry period.
+            assert took_over[0] <= died + 2 + 15 + 2
     assert lease(server)["holderIdentity"] == "b" and lease(server)["leaseTransitions"] == 1
 
 
@@ -123,3 +131,66 @@ def test_durations_are_validated(api):
         LeaseElector(api, namespace="n", name="l", identity="a", renew_deadline=2, retry_period=2, clock=clock)
     with pytest.raises(ValueError, match="identity"):
         LeaseElector(api, namespace="n", name="l", identity="", clock=clock)
+
+
+async def test_expiry_follows_the_records_lease_duration_not_the_candidates(server, api):
+    clock = FakeClock()
+    slow = LeaseElector(api, namespace="gpu-watchdog", name="controller", identity="a", lease_duration=30,
+                        renew_deadline=20, retry_period=2, clock=clock, wall_clock=clock.wall)
+    b = elector(api, clock, "b")  # b's own setting is 15 s
+    assert await slow.try_acquire_or_renew()
+    assert lease(server)["leaseDurationSeconds"] == 30
+    assert await b.try_acquire_or_renew() is False
+    clock.advance(16)  # past b's 15 s, within the 30 s a promised: a may still be acting
+    assert await b.try_acquire_or_renew() is False
+    clock.advance(14)  # 30 s since b saw the record change
+    assert await b.try_acquire_or_renew() is True
+    assert lease(server)["holderIdentity"] == "b" and lease(server)["leaseDurationSeconds"] == 15
+
+
+async def test_takeover_comes_at_most_one_retry_period_after_the_lease_expires(server, api):
+    clock = FakeClock()
+    a = elector(api, clock, "a")
+    renewals: list[float] = []
+    b_leads = asyncio.Event()
+    took_over: list[float] = []
+
+    def b_started() -> None:
+        took_over.append(clock())  # b's loop moves the clock on before the test wakes: read it here
+        b_leads.set()
+
+    async def sleep_then_let_a_renew(seconds: float) -> None:
+        clock.advance(seconds)
+        if clock() <= 9:  # a renews right after each of b's sleeps for 9 s, then dies without releasing
+            assert await a.try_acquire_or_renew()
+            renewals.append(clock())
+
+    b = elector(api, clock, "b", sleep=sleep_then_let_a_renew, on_started_leading=b_started)
+    assert await a.try_acquire_or_renew()
+    renewals.append(clock())
+    async with running(b.run()):
+        await asyncio.wait_for(b_leads.wait(), 5)
+        waited = took_over[0] - renewals[-1]
+        assert lease(server)["holderIdentity"] == "b" and renewals[-1] == 8
+        # Never before the 15 s lease expired, and no later than one retry period (2 s) after it did.
+        assert 15 <= waited <= 15 + 2
+
+
+async def test_a_record_is_dated_by_when_its_answer_arrived(server, api):
+    clock = FakeClock()
+    a, b = elector(api, clock, "a"), elector(api, clock, "b")
+    assert await a.try_acquire_or_renew()
+    original = api.request_json
+
+    async def slow_answers(method, path, **kwargs):
+        answer = await original(method, path, **kwargs)
+        clock.advance(3)  # the API server took 3 s to answer; a may have renewed meanwhile
+        return answer
+
+    api.request_json = slow_answers
+    assert await b.try_acquire_or_renew() is False  # read at 0, arrived at 3: valid until 18, not 15
+    api.request_json = original
+    clock.advance(14)  # 17
+    assert await b.try_acquire_or_renew() is False
+    clock.advance(1)  # 18
+    assert await b.try_acquire_or_renew() is True

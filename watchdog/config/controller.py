@@ -36,6 +36,14 @@ class ControllerSettings(Section):
     cluster_eviction_burst: int = Field(1, ge=1, description="Cluster-wide token bucket capacity.")
     max_body_bytes: int = Field(ONE_MIB, gt=0, description="Larger webhook bodies are refused with 413.")
     dedupe_entries: int = Field(10_000, gt=0, description="How many (fingerprint, startsAt) keys are remembered.")
+    handled_configmap: str = Field(
+        "gpu-watchdog-controller-handled",
+        min_length=1,
+        description="ConfigMap (in lease_namespace) recording handled firings, so a new leader never repeats one.",
+    )
+    handled_entries: int = Field(
+        500, ge=1, le=5000, description="How many handled firings the ConfigMap keeps (it is limited to 1 MiB)."
+    )
 
     @model_validator(mode="after")
     def _lease_timings_ordered(self) -> "ControllerSettings":

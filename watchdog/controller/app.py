@@ -5,6 +5,10 @@ the answers are chosen for that: 401/400/413 for requests that will never succee
 hold the Lease (Alertmanager then retries, reaching the leader), 503 when pods could not be listed. Decisions go
 through the same refusal rules as the node agent (priority floor, protected namespaces, DaemonSet/static pods…)
 and the same Evictor, paced by a cluster-wide token bucket.
+
+Leadership is checked again inside the lock and right before every send: a request can wait for the lock, or for
+a slow API server, long after the Lease moved to another replica, and only the holder may act. A firing is
+recorded in the shared ledger (ledger.py) before its eviction is sent, so a new leader never acts on it twice.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from aiohttp import web
 from watchdog.action import Evictor, Pacer
 from watchdog.config.action import ActionPolicy
 from watchdog.config.controller import ControllerSettings
+from watchdog.controller.ledger import HandledFirings, firing_key
 from watchdog.controller.selection import decide_alert
 from watchdog.controller.webhook import AlertTarget, Deduper, WebhookError, parse_payload, select_targets
 from watchdog.model import Decision, EvictionResult, PodInfo
@@ -90,6 +95,8 @@ class WebhookHandler:
         pacer: Pacer,
         is_leader: Callable[[], bool],
         clock: Callable[[], float],
+        ledger: HandledFirings | None = None,
+        identity: str = "",
     ) -> None:
         self._settings = settings
         self._policy = policy
@@ -98,6 +105,8 @@ class WebhookHandler:
         self._pacer = pacer
         self._is_leader = is_leader
         self._clock = clock
+        self._ledger = ledger  # None: this process's memory only (one replica, tests)
+        self._identity = identity
         self._tokens = TokenFile(settings.token_file)
         self._dedupe = Deduper(settings.dedupe_entries)
         self._lock = asyncio.Lock()
@@ -141,35 +150,91 @@ class WebhookHandler:
             return _error(503, "not the leader; retry", headers={"Retry-After": "1"})
         targets, skipped = select_targets(payload)
         async with self._lock:
-            results, api_failed = await self._handle(targets)
-        status = 503 if api_failed else 200
+            if not self._is_leader():  # the Lease may have moved while this request waited for the lock
+                return _error(503, "not the leader; retry", headers={"Retry-After": "1"})
+            results, retry = await self._handle(targets)
+        status = 503 if retry else 200
         return web.json_response({"results": results, "skipped": skipped}, status=status)
 
     async def _handle(self, targets: list[AlertTarget]) -> tuple[list[dict], bool]:
+        """Each target's summary, and whether Alertmanager must retry (API unreadable or leadership lost)."""
         results: list[dict] = []
-        api_failed = False
-        for target in targets:
-            previous = self._dedupe.seen(target.dedupe_key)
-            if previous is not None:
-                results.append(_summary(target, "duplicate", f"already handled: {previous}"))
-                continue
-            decision, failed = await self._decide(target)
-            api_failed |= failed
-            paced = self._pacer.pace([decision], now=self._clock())
-            outcomes = await self._evictor.act(paced)
-            result = outcomes[0].result if outcomes else (paced[0].result or EvictionResult.NO_CANDIDATE)
-            detail = outcomes[0].detail if outcomes else paced[0].detail
-            if result not in TRANSIENT and not failed:
-                self._dedupe.remember(target.dedupe_key, result.value)
-            results.append(_summary(target, result.value, detail, pod=paced[0].pod))
-        return results, api_failed
+        retry = False
+        for index, target in enumerate(targets):
+            if not self._is_leader():
+                detail = "lost the Lease while handling; Alertmanager retries against the new leader"
+                results.extend(_summary(t, "not_leader", detail) for t in targets[index:])
+                return results, True
+            summary, failed = await self._handle_one(target)
+            retry |= failed
+            results.append(summary)
+        return results, retry
+
+    async def _handle_one(self, target: AlertTarget) -> tuple[dict, bool]:
+        previous = self._dedupe.seen(target.dedupe_key)
+        if previous is not None:
+            return _summary(target, "duplicate", f"already handled: {previous}"), False
+        key = firing_key(target.fingerprint, target.starts_at)
+        try:
+            recorded = await self._ledger.lookup(key) if self._ledger is not None else None
+        except Exception as exc:  # unreadable ledger: never act blind on a firing that may have been handled
+            log.warning("cannot read handled firings: %r", exc)
+            return _summary(target, EvictionResult.ERROR.value, f"cannot read handled firings: {exc}"), True
+        if recorded is not None:
+            self._dedupe.remember(target.dedupe_key, recorded)
+            return _summary(target, "duplicate", f"already handled: {recorded}"), False
+        decision, failed = await self._decide(target)
+        paced = self._pacer.pace([decision], now=self._clock())[0]
+        sends = paced.result is None and paced.request is not None
+        if sends:
+            refused = await self._claim(target, key, paced)
+            if refused is not None:
+                return refused, True
+        outcomes = await self._evictor.act([paced])
+        result = outcomes[0].result if outcomes else (paced.result or EvictionResult.NO_CANDIDATE)
+        detail = outcomes[0].detail if outcomes else paced.detail
+        if sends:
+            await self._settle(key, result, paced.namespace, paced.pod)
+        if result not in TRANSIENT and not failed:
+            self._dedupe.remember(target.dedupe_key, result.value)
+        return _summary(target, result.value, detail, pod=paced.pod), failed
+
+    async def _claim(self, target: AlertTarget, key: str, decision: Decision) -> dict | None:
+        """Record the firing before its eviction goes out; the summary to answer when it must not go out."""
+        where = f"{decision.namespace}/{decision.pod}"
+        if self._ledger is not None:
+            try:
+                await self._ledger.record(key, f"sending {where} by {self._identity}".strip())
+            except Exception as exc:
+                log.warning("cannot record firing %s: %r", key, exc)
+                return _summary(target, EvictionResult.ERROR.value, f"cannot record the firing: {exc}",
+                                pod=decision.pod)
+        if self._is_leader():
+            return None
+        if self._ledger is not None:
+            await self._settle(key, EvictionResult.ERROR, decision.namespace, decision.pod)  # not sent: forget it
+        detail = "lost the Lease before sending; Alertmanager retries against the new leader"
+        return _summary(target, "not_leader", detail, pod=decision.pod)
+
+    async def _settle(self, key: str, result: EvictionResult, namespace: str, pod: str) -> None:
+        """After the attempt: forget a firing that may be tried again, else note its result (best effort: a
+        firing left as "sending" still counts as handled, which errs on the side of not evicting)."""
+        if self._ledger is None:
+            return
+        try:
+            if result in TRANSIENT:
+                await self._ledger.forget(key)
+            else:
+                await self._ledger.record(key, f"{result.value} {namespace}/{pod} by {self._identity}".strip())
+        except Exception as exc:
+            log.warning("cannot update handled firing %s after %s: %r", key, result.value, exc)
 
     async def _decide(self, target: AlertTarget) -> tuple[Decision, bool]:
         if self._pods is None:
             return _failed(target, "no Kubernetes API"), True
-        selector = f"metadata.name={target.pod}" if target.pod else None
         try:
-            pods = await self._pods.list_pods(namespace=target.namespace, field_selector=selector)
+            # The whole namespace even for a named pod: the lower-priority rule compares it with its tenant's pods.
+            pods = await self._pods.list_pods(namespace=target.namespace)
         except Exception as exc:  # unreachable API: count it, answer 503 so Alertmanager retries; never crash
             log.warning("cannot list pods of %s: %r", target.namespace, exc)
             return _failed(target, f"cannot list pods: {exc}"), True

@@ -2,7 +2,14 @@
 
 An alert names a pod, or only a namespace (a tenant): then the tenant's lowest-priority GPU pod cluster-wide is
 chosen — a GPU pod being one that requests nvidia.com/gpu or an nvidia.com/mig-* resource — the youngest first
-among equals, skipping protected pods as the quota rule does. PURE: no I/O, no asyncio.
+among equals, skipping protected pods as the quota rule does. While any of the tenant's GPU pods is terminating,
+a namespace-only alert evicts nothing: that pod may be the one a previous delivery of the same firing evicted, and
+its GPUs are about to be freed anyway.
+
+A named pod gets the same refusals, must be a GPU pod (an alert cannot make us evict a pod that holds no GPU), and
+is refused (not_lower_priority) while the tenant has a lower-priority GPU pod that may be evicted: the alert's
+author picked a pod, but the rule the agent obeys is to free capacity at the lowest priority first.
+PURE: no I/O, no asyncio.
 """
 
 from __future__ import annotations
@@ -19,22 +26,21 @@ MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
 
 
 def is_gpu_pod(pod: PodInfo) -> bool:
+    """True when the pod requests a whole GPU or a MIG instance (the NVIDIA device plugin's resources)."""
     return any(r == GPU_RESOURCE or r.startswith(MIG_RESOURCE_PREFIX) for r in pod.gpu_resources)
 
 
 def decide_alert(target: AlertTarget, pods: Iterable[PodInfo], *, policy: ActionPolicy) -> Decision:
-    """The decision for one alert, given the pods of its namespace (or the one pod it names)."""
+    """The decision for one alert, given the pods of its namespace."""
     pods = [p for p in pods if p.namespace == target.namespace]
     if target.pod is not None:
-        named = [p for p in pods if p.name == target.pod]
-        if not named:
-            return _stop(target, EvictionResult.GONE, f"pod {target.namespace}/{target.pod} not found", None)
-        candidate = named[0]
-        refused = refusal(candidate, policy)
-        if refused:
-            return _stop(target, refused.result, refused.detail, candidate)
-        return _go(target, candidate)
-    ranked = sorted((p for p in pods if is_gpu_pod(p) and p.live), key=lambda p: (p.priority, -p.created))
+        return _decide_named(target, pods, policy=policy)
+    gpu_pods = [p for p in pods if is_gpu_pod(p)]
+    terminating = next((p for p in gpu_pods if p.deleting), None)
+    if terminating is not None:
+        detail = f"GPU pod {terminating.namespace}/{terminating.name} of the tenant is already terminating"
+        return _stop(target, EvictionResult.ALREADY_EVICTED, detail, terminating)
+    ranked = sorted((p for p in gpu_pods if p.live), key=_eviction_order)
     if not ranked:
         return _stop(target, EvictionResult.NO_CANDIDATE, f"no live GPU pod in namespace {target.namespace}", None)
     first_refusal = None
@@ -44,6 +50,32 @@ def decide_alert(target: AlertTarget, pods: Iterable[PodInfo], *, policy: Action
             return _go(target, pod)
         first_refusal = first_refusal or _stop(target, refused.result, refused.detail, pod)
     return first_refusal
+
+
+def _decide_named(target: AlertTarget, pods: list[PodInfo], *, policy: ActionPolicy) -> Decision:
+    named = [p for p in pods if p.name == target.pod]
+    if not named:
+        return _stop(target, EvictionResult.GONE, f"pod {target.namespace}/{target.pod} not found", None)
+    candidate = named[0]
+    if not is_gpu_pod(candidate):
+        detail = f"pod {candidate.namespace}/{candidate.name} requests no GPU; an alert never evicts a non-GPU pod"
+        return _stop(target, EvictionResult.NO_CANDIDATE, detail, None)
+    refused = refusal(candidate, policy)
+    if refused:
+        return _stop(target, refused.result, refused.detail, candidate)
+    lower = sorted(
+        (p for p in pods if is_gpu_pod(p) and p.live and p.priority < candidate.priority and refusal(p, policy) is None),
+        key=_eviction_order,
+    )
+    if lower:
+        detail = (f"{lower[0].namespace}/{lower[0].name} (priority {lower[0].priority}) is a lower-priority GPU pod "
+                  f"of the tenant than {candidate.name} (priority {candidate.priority})")
+        return _stop(target, EvictionResult.NOT_LOWER_PRIORITY, detail, candidate)
+    return _go(target, candidate)
+
+
+def _eviction_order(pod: PodInfo) -> tuple[int, float]:
+    return (pod.priority, -pod.created)
 
 
 def _request(target: AlertTarget, pod: PodInfo) -> EvictionRequest:

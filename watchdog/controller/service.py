@@ -2,8 +2,10 @@
 webhook server, as guarded named tasks that are cancelled together.
 
 Several replicas run behind one Service; only the Lease holder acts (the others answer 503, which Alertmanager
-retries), so a replica crash costs at most one lease duration of delay and never a double eviction. The evictor's
-token bucket here is cluster-wide (ControllerSettings.cluster_evictions_per_minute), not per node.
+retries), so a replica crash costs at most one lease duration of delay and never a double eviction (handled
+firings are recorded in a ConfigMap every replica reads: ledger.py). A clean stop releases the Lease, as client-go's
+ReleaseOnCancel does, so a rolling update hands over at once instead of answering 503 for a lease duration. The
+evictor's token bucket here is cluster-wide (ControllerSettings.cluster_evictions_per_minute), not per node.
 """
 
 from __future__ import annotations
@@ -19,9 +21,11 @@ from aiohttp import web
 from watchdog.action import AuditLog, Evictor, KillSwitch, Pacer
 from watchdog.config import ActionPolicy, ControllerSettings, KubeSettings, Settings, load_policy
 from watchdog.controller.app import WebhookHandler
+from watchdog.controller.ledger import ConfigMapLedger
 from watchdog.kube.client import KubeApi
 from watchdog.kube.eviction import KubeEvictions
 from watchdog.kube.lease import LeaseElector
+from watchdog.publishing.controller_metrics import ControllerExposition, ControllerStatus
 
 log = logging.getLogger(__name__)
 COMPONENT = "gpu-watchdog-controller"
@@ -82,7 +86,11 @@ class Controller:
             pacer=self.pacer,
             is_leader=lambda: bool(self.elector.is_leader),
             clock=clock,
+            ledger=ConfigMapLedger(api, namespace=settings.lease_namespace, name=settings.handled_configmap,
+                                   capacity=settings.handled_entries),
+            identity=self.identity,
         )
+        self._exposition = ControllerExposition()
         self._runner: web.AppRunner | None = None
         self._tasks: list[asyncio.Task] = []
         self.url = ""
@@ -91,8 +99,23 @@ class Controller:
     def is_leader(self) -> bool:
         return bool(self.elector.is_leader)
 
+    def status(self) -> ControllerStatus:
+        """This replica's state for /metrics."""
+        return ControllerStatus(
+            evictions=self.evictor.counts,
+            paused=bool(self.kill_switch.paused()),
+            leader=self.is_leader,
+            webhook_requests=dict(self.handler.requests),
+        )
+
+    async def metrics(self, request: web.Request) -> web.Response:
+        body, content_type = self._exposition.render(self.status(), accept=request.headers.get("Accept"))
+        return web.Response(body=body, headers={"Content-Type": content_type})
+
     async def start(self) -> str:
-        self._runner = web.AppRunner(self.handler.application(), access_log=None, shutdown_timeout=1.0)
+        app = self.handler.application()
+        app.router.add_get("/metrics", self.metrics)
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.settings.listen_host, self.settings.listen_port)
         await site.start()
@@ -114,6 +137,12 @@ class Controller:
             await asyncio.gather(task, return_exceptions=True)
 
     async def stop(self) -> None:
+        """Stop electing, release the Lease if held (a peer takes over at once), then stop serving."""
+        await self.stop_electing()
+        try:
+            await self.elector.release()
+        except Exception:  # shutting down: an unreleased Lease merely expires
+            log.exception("releasing the Lease failed")
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

@@ -1,9 +1,11 @@
 """Leader election on a coordination.k8s.io/v1 Lease, so exactly one controller replica evicts at a time.
 
 This follows client-go's tools/leaderelection (leaderelection.go tryAcquireOrRenew, acquire, renew, release):
-- a candidate takes the Lease when it is absent, released (empty holderIdentity), or has not changed for
-  leaseDuration as measured on the candidate's *own* clock since it last saw it change (so clock skew between
-  nodes does not matter; renewTime is informational);
+- a candidate takes the Lease when it is absent, released (empty holderIdentity), or has not changed for the
+  *record's* spec.leaseDurationSeconds (the holder's promise, not the candidate's own setting: tryAcquireOrRenew
+  compares ``observedTime + oldLeaderElectionRecord.LeaseDurationSeconds``) as measured on the candidate's *own*
+  clock since it last saw the record change (so clock skew between nodes does not matter; renewTime is
+  informational);
 - the holder renews every retryPeriod and steps down when it could not renew for renewDeadline
   (renewDeadline < leaseDuration, so it stops before anyone else may start);
 - a takeover keeps acquireTime fresh and increments leaseTransitions; the holder's renewals keep both;
@@ -41,6 +43,14 @@ def micro_time(epoch: float) -> str:
 
 
 class LeaseElector:
+    """One candidate in the election for one Lease: `run()` campaigns until cancelled, `is_leader` says whether
+    this replica may act now, `release()` hands the Lease over at once (for a clean shutdown).
+
+    `clock` (monotonic) measures expiry and renewal deadlines, `wall_clock` only fills the Lease's MicroTime
+    fields, and `sleep` paces the loop: all three are injected so tests run the election on a hand-moved clock.
+    The callbacks run when leadership starts and stops; a callback that raises is logged, never fatal.
+    """
+
     def __init__(self, api: KubeApi, *, namespace: str, name: str, identity: str, lease_duration: float = 15,
                  renew_deadline: float = 10, retry_period: float = 2,
                  clock: Callable[[], float] = time.monotonic, wall_clock: Callable[[], float] = time.time,
@@ -128,33 +138,49 @@ class LeaseElector:
         await _call(self.on_started_leading if leading else self.on_stopped_leading)
 
     async def try_acquire_or_renew(self) -> bool:
-        """One round of client-go's tryAcquireOrRenew; True when we hold the lease afterwards."""
+        """One round of client-go's tryAcquireOrRenew; True when we hold the lease afterwards.
+
+        Two instants matter: a record is observed when its answer *arrives* (client-go sets observedTime after the
+        Get returns), so a candidate never dates it earlier than it could have seen it; our own hold counts from
+        *before* the write was sent, so the holder's belief in its lease ends no later than anyone's expiry.
+        """
         if self._released:
             return False
-        now, wall = self.clock(), self.wall_clock()
+        sent, wall = self.clock(), self.wall_clock()
         try:
             try:
                 lease = await self.api.request_json("GET", self._path)
             except KubeNotFound:
                 self._lease = await self.api.request_json("POST", self._path.rsplit("/", 1)[0],
                                                           body=self._record(None, wall))
-                self._observe(self._lease, now)
-                self._last_renewed = now
+                self._observe(self._lease, self.clock())
+                self._last_renewed = sent
                 return True
+            now = self.clock()
             self._lease = lease
             self._observe(lease, now)
             spec = lease.get("spec") or {}
             holder = spec.get("holderIdentity") or ""
-            if holder and holder != self.identity and self._observed_at + self.lease_duration > now:
+            if holder and holder != self.identity and self._observed_at + self._record_duration(spec) > now:
                 return False
             self._lease = await self.api.request_json("PUT", self._path, body=self._record(lease, wall))
-            self._observe(self._lease, now)
-            self._last_renewed = now
+            self._observe(self._lease, self.clock())
+            self._last_renewed = sent
             return True
         except KubeError as error:
             self.counters["conflicts" if error.status == 409 else "errors"] += 1
             log.debug("%s: lease %s/%s not taken: %s", self.identity, self.namespace, self.name, error)
             return False
+
+    def _record_duration(self, spec: dict[str, Any]) -> float:
+        """How long the observed record stays valid: its own leaseDurationSeconds (client-go
+        leaderelection.go: ``le.observedTime.Add(time.Second * time.Duration(oldLeaderElectionRecord.
+        LeaseDurationSeconds))``); our setting only when the record carries no usable value."""
+        try:
+            seconds = float(spec.get("leaseDurationSeconds"))
+        except (TypeError, ValueError):
+            return self.lease_duration
+        return seconds if seconds > 0 else self.lease_duration
 
     def _observe(self, lease: dict[str, Any], now: float) -> None:
         version = (lease.get("metadata") or {}).get("resourceVersion")
