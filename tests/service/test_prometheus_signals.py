@@ -36,6 +36,7 @@ async def prometheus(tmp_path):
             "# TYPE app_p99_latency_seconds gauge\n"
             f'app_p99_latency_seconds{{namespace="prod",pod="serve"}} {latency["value"]}\n'
             'app_p99_latency_seconds{namespace="prod"} 9\n'  # no pod label: not attributable, skipped
+            'app_p99_latency_seconds{namespace="other",pod="x"} 7\n'  # another tenant's pod: never prod's signal
         )
         return web.Response(text=text)
 
@@ -81,7 +82,7 @@ async def test_values_per_pod_from_a_real_prometheus(prometheus):
         while not await scraped():
             assert loop.time() < deadline, f"no value from Prometheus; errors {dict(signals.errors)}"
             await asyncio.sleep(0.2)
-    assert signals.values() == {"prod/serve": 0.2}
+    assert signals.values() == {"prod/serve": 0.2} and signals.errors["foreign_series"] >= 1
     clock["now"] += 61  # older than stale_seconds: detection gets no value rather than an old one
     assert signals.values() == {}
 

@@ -87,7 +87,8 @@ class Agent:
             kill_switch=self.kill_switch,
         )
         self.signals = PrometheusSignals(
-            settings.signals, policy=lambda: self.policy.detection, clock=clock
+            settings.signals, policy=lambda: self.policy.detection, clock=clock,
+            tenant_label=settings.attribution.tenant_label,
         ) if settings.signals.prometheus_url else None
         self._signal_errors = CounterDelta()
         self._event_errors = CounterDelta()

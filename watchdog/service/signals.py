@@ -50,12 +50,14 @@ class PrometheusSignals:
         *,
         policy: Callable[[], DetectionPolicy],
         clock: Callable[[], float],
+        tenant_label: str | None = None,
         sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
     ) -> None:
         self.settings = settings
         self.policy = policy
         self.clock = clock
         self.sleep = sleep
+        self.tenant_label = tenant_label
         self.errors: Counter[str] = Counter()
         self.queries = 0
         self._values: dict[str, tuple[float, float]] = {}  # pod key → (value, when)
@@ -84,6 +86,11 @@ class PrometheusSignals:
                 continue
             now = self.clock()
             for key, value in values.items():
+                # Tenants are namespaces unless a tenant label is configured: then the query's own selector
+                # must keep to the tenant's pods, since the answer carries no label to check it by.
+                if self.tenant_label is None and key.split("/", 1)[0] != tenant:
+                    self.errors["foreign_series"] += 1
+                    continue
                 self._values[key] = (value, now)
 
     async def run(self) -> None:
