@@ -171,11 +171,11 @@ def cmd_record(args: argparse.Namespace) -> int:
         print(f"gpu-watchdog: {exc}", file=sys.stderr)
         return 2
 
-    def on_tick(sample, attribution, findings) -> None:
+    def on_tick(sample, attribution, findings, external_signals) -> None:
         if not writers:  # the header names the node, known once the agent runs
             header = TraceHeader(node=sample.node, tick_seconds=interval, started=sample.timestamp, source=source)
             writers.append(TraceWriter(args.out, header=header))
-        writers[0].write(sample, attribution)
+        writers[0].write(sample, attribution, external_signals or None)
 
     try:
         if args.simulate:
@@ -199,7 +199,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
     try:
         policy = load_policy(args.policy) if args.policy else Policy()
-        report = replay(args.trace, policy=policy)
+        report = replay(args.trace, policy=policy, own_namespace=args.namespace, tenant_label=args.tenant_label)
     except (ConfigError, TraceError) as exc:
         print(f"gpu-watchdog replay: {exc}", file=sys.stderr)
         return 2
@@ -300,6 +300,8 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("trace")
     replay.add_argument("--policy", help="policy YAML")
     replay.add_argument("--report", choices=["json"], default="json")
+    replay.add_argument("--namespace", default="gpu-watchdog", help="the agent's own namespace (always protected)")
+    replay.add_argument("--tenant-label", help="pod label naming the tenant, as attribution.tenant_label")
     replay.set_defaults(func=cmd_replay)
 
     ev = sub.add_parser("eval", help="precision, recall and latency on labelled scenarios")

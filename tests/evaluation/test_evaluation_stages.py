@@ -38,3 +38,26 @@ def test_the_overlay_is_the_one_the_service_uses():
     assert agent.action_policy == effective_policy(policy.action, own_namespace="gpu-watchdog", tenant_label="team")
     assert agent.action_policy.tenant_label == "team" and "gpu-watchdog" in agent.action_policy.protected_namespaces
     assert OfflineAgent(policy).action_policy == policy.action  # no runtime settings: the policy as written
+
+
+def test_a_trace_carrying_tenant_signals_records_and_replays(tmp_path):
+    """Tenant signals written by `record` come back with each tick and replay accepts them."""
+    import json
+
+    from watchdog.config import Policy
+    from watchdog.evaluation.replay import replay
+    from watchdog.trace import TraceHeader, TraceWriter, read_trace
+
+    source = Path(__file__).parent / "data" / "handwritten-memory-pressure.jsonl"
+    trace = read_trace(source)
+    records = list(trace)
+    out = tmp_path / "signals.jsonl"
+    writer = TraceWriter(out, header=TraceHeader(node=trace.header.node, tick_seconds=1.0, started=0.0))
+    for record in records:
+        pods = sorted(ref.key for ref in record.attribution.processes.values())
+        writer.write(record.sample, record.attribution, {key: 0.05 for key in pods})
+    writer.close()
+    assert [dict(r.external_signals) for r in read_trace(out)] == [
+        {ref.key: 0.05 for ref in r.attribution.processes.values()} for r in records]
+    report = replay(out, policy=Policy())
+    assert json.loads(json.dumps(report))["ticks"] == len(records)

@@ -9,7 +9,7 @@ from watchdog.demo.runner import run_simulated
 async def test_bounded_simulated_run_moves_one_tick_per_cycle():
     seen: list[tuple[int, float, bool]] = []
 
-    def on_tick(sample, attribution, findings) -> None:
+    def on_tick(sample, attribution, findings, external_signals) -> None:
         seen.append((sample.tick, sample.timestamp, attribution.healthy))
 
     await run_simulated(SCENARIOS / "demo.yaml", port=0, ticks=30, speed=1e6, on_tick=on_tick,

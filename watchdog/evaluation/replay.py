@@ -16,7 +16,10 @@ from watchdog.evaluation.stages import OfflineAgent
 from watchdog.trace import read_trace
 
 
-def replay(trace_path: str | Path, *, policy: Policy) -> dict[str, Any]:
+def replay(
+    trace_path: str | Path, *, policy: Policy, own_namespace: str | None = "gpu-watchdog",
+    tenant_label: str | None = None,
+) -> dict[str, Any]:
     """The report (docs/report-format.md) of ``policy`` applied to every tick of the trace at ``trace_path``.
 
     Raises ``TraceError`` ("FILE:LINE: field: reason") at the first invalid line, ``OSError`` if unreadable.
@@ -31,8 +34,8 @@ def replay(trace_path: str | Path, *, policy: Policy) -> dict[str, Any]:
         "agent_version": header.agent_version,
         "source": header.source,
     }
-    agent = OfflineAgent(policy)
+    agent = OfflineAgent(policy, own_namespace=own_namespace, tenant_label=tenant_label)
     builder = ReportBuilder(source=source, mode=policy.action.mode.value)
     for record in trace:
-        builder.add(agent.step(record.sample, record.attribution))
+        builder.add(agent.step(record.sample, record.attribution, record.external_signals))
     return builder.finish()

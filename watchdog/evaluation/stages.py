@@ -12,6 +12,7 @@ the API server accepted) and fed back to the pacer the way the evictor would, so
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Mapping
 
 from watchdog.action import Pacer, effective_policy, plan, would_be
 from watchdog.config import Policy
@@ -48,9 +49,11 @@ class OfflineAgent:
         self._detector = Detector(policy.detection, tenant_label=self.action_policy.tenant_label)
         self._pacer = Pacer(self.action_policy)
 
-    def step(self, sample: NodeSample, attribution: Attribution) -> StepResult:
+    def step(
+        self, sample: NodeSample, attribution: Attribution, external_signals: Mapping[str, float] | None = None
+    ) -> StepResult:
         now = sample.timestamp
-        findings = tuple(self._detector.step(sample, attribution))
+        findings = tuple(self._detector.step(sample, attribution, external_signals=external_signals))
         paced = plan(findings, attribution, self.action_policy, now, pacer=self._pacer)
         final: list[Decision] = []
         sent: set[str] = set()

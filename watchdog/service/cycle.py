@@ -21,7 +21,8 @@ from watchdog.service.state import AgentState, CounterDelta
 
 log = logging.getLogger(__name__)
 
-TickHook = Callable[[NodeSample, Attribution, tuple[Finding, ...]], None]
+TickHook = Callable[[NodeSample, Attribution, tuple[Finding, ...], Mapping[str, float] | None], None]
+"""Called once per cycle with what detection saw: the sample, the attribution, the findings, the tenants' signals."""
 
 
 class Cycle:
@@ -64,6 +65,7 @@ class Cycle:
         self.kill_switch_known = kill_switch_known
         self.to_thread = to_thread
         self.findings: tuple[Finding, ...] = ()
+        self.last_signals: Mapping[str, float] | None = None
         self.snapshot: Snapshot = state.snapshot(
             sample=None, attribution=None, findings=(), evictions={}, mode=action.policy.mode, paused=False
         )
@@ -83,7 +85,7 @@ class Cycle:
         if attribution is not None:
             await self._act(findings, attribution)
         if sample is not None and attribution is not None and self.on_tick is not None:
-            self._fenced("publishing", lambda: self.on_tick(sample, attribution, findings))
+            self._fenced("publishing", lambda: self.on_tick(sample, attribution, findings, self.last_signals))
         if sample is not None and any(not gpu.lost for gpu in sample.gpus):
             self.state.ready = True  # ready after the first sample that saw a working GPU
         self.snapshot = self.state.snapshot(
@@ -198,6 +200,7 @@ class Cycle:
         started = time.perf_counter()
         try:
             signals = self.external_signals() if self.external_signals is not None else None
+            self.last_signals = signals
             findings = tuple(self.detector.step(sample, attribution, external_signals=signals))
         except Exception as exc:
             log.exception("detection failed at tick %d", sample.tick)
