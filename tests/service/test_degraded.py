@@ -87,3 +87,31 @@ async def test_the_policy_file_is_in_force_from_the_start_and_an_invalid_one_ref
     with pytest.raises(ConfigError) as caught:
         Agent(driver.agent.settings, nvml=driver.world.nvml, clock=driver.world.clock)
     assert [field for field, _ in caught.value.problems] == ["detection.interference.k_sigma"]
+
+
+def test_a_policy_file_that_is_not_text_is_refused_and_kept_running(tmp_path):
+    from watchdog.service.policy_watch import PolicyWatcher
+
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("action: {mode: observe}\n")
+    applied, results = [], []
+    watcher = PolicyWatcher(str(policy), apply=applied.append, on_result=results.append)
+    policy.write_bytes(b"action: {mode: \xff\xfe}\n")
+    assert watcher.check() is False and results == ["failure"] and applied == []
+    policy.write_text("action: {mode: enforce}\n")
+    assert watcher.check() is True and applied[0].action.mode == "enforce"
+
+
+def test_a_policy_that_fails_to_apply_is_counted_not_raised(tmp_path):
+    from watchdog.service.policy_watch import PolicyWatcher
+
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("action: {mode: observe}\n")
+    results = []
+
+    def apply(_policy):
+        raise RuntimeError("boom")
+
+    watcher = PolicyWatcher(str(policy), apply=apply, on_result=results.append)
+    policy.write_text("action: {mode: enforce}\n")
+    assert watcher.check() is False and results == ["failure"]

@@ -121,3 +121,31 @@ async def test_agent_feeds_detection_and_counts_failures(drive):
     snapshot = await driver.ticks(1)
     assert snapshot.sample is not None and snapshot.attribution.healthy  # the cycle goes on
     assert sum(n for (stage, _), n in snapshot.errors.items() if stage == "signals") == 1
+
+
+@pytest.mark.parametrize("body", [None, [], "502 Bad Gateway", {"status": "success", "data": []},
+                                  {"status": "success", "data": {"resultType": "vector", "result": ["x", 3]}}])
+def test_malformed_answers_are_errors_not_crashes(body):
+    try:
+        assert parse_vector(body) == {}  # only the list of non-object series parses, to nothing
+    except ValueError:
+        pass  # the refresh counts it; anything else would escape and stop the agent
+
+
+async def test_the_refresher_survives_an_unexpected_error():
+    class Broken(PrometheusSignals):
+        async def refresh(self, session):
+            raise AttributeError("a bug")
+
+    rounds = []
+
+    async def sleep(seconds):
+        rounds.append(seconds)
+        if len(rounds) == 2:
+            raise asyncio.CancelledError
+
+    signals = Broken(SignalsSettings(prometheus_url="http://127.0.0.1:1"), policy=lambda: POLICY,
+                     clock=lambda: 0.0, sleep=sleep)
+    with pytest.raises(asyncio.CancelledError):
+        await signals.run()
+    assert signals.errors["attributeerror"] == 2 and len(rounds) == 2

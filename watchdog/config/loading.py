@@ -31,7 +31,10 @@ class ConfigError(ValueError):
 
 def read_yaml(path: str | Path) -> dict[str, Any]:
     """Parse a YAML mapping; syntax errors and non-mappings become a ConfigError naming the file."""
-    text = Path(path).read_text(encoding="utf-8")
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(str(path), [("(document)", f"not UTF-8 text: {exc.reason} at byte {exc.start}")]) from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:

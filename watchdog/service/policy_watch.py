@@ -52,7 +52,16 @@ class PolicyWatcher:
             log.error("policy reload refused, keeping the last good policy: %s", exc)
             self.on_result("failure")
             return False
-        self.apply(policy)
+        except Exception:  # noqa: BLE001 - whatever the file holds, it must never stop the agent
+            log.exception("policy reload failed, keeping the last good policy")
+            self.on_result("failure")
+            return False
+        try:
+            self.apply(policy)
+        except Exception:  # noqa: BLE001
+            log.exception("applying the reloaded policy failed; the previous one may be partly replaced")
+            self.on_result("failure")
+            return False
         log.info("policy reloaded from %s", self.path)
         self.on_result("success")
         return True
@@ -60,4 +69,7 @@ class PolicyWatcher:
     async def run(self) -> None:
         while True:
             await self.sleep(self.poll_seconds)
-            self.check()
+            try:
+                self.check()
+            except Exception:  # noqa: BLE001 - e.g. a stat error of a strange mount: try again next poll
+                log.exception("policy watcher check failed")

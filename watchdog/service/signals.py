@@ -23,14 +23,20 @@ log = logging.getLogger(__name__)
 
 def parse_vector(body: Mapping) -> dict[str, float]:
     """A Prometheus instant-vector answer → {"namespace/pod": value}; series without both labels are skipped."""
+    if not isinstance(body, Mapping):  # an empty or non-JSON-object body (a proxy's 502 page, say)
+        raise ValueError(f"expected a JSON object, got {type(body).__name__}")
     if body.get("status") != "success":
         raise ValueError(f"query failed: {body.get('errorType', '?')}: {body.get('error', '?')}")
     data = body.get("data") or {}
-    if data.get("resultType") != "vector":
-        raise ValueError(f"expected a vector, got {data.get('resultType')!r}")
+    if not isinstance(data, Mapping) or data.get("resultType") != "vector":
+        raise ValueError(f"expected a vector, got {data.get('resultType') if isinstance(data, Mapping) else data!r}")
     values: dict[str, float] = {}
     for series in data.get("result") or []:
+        if not isinstance(series, Mapping):
+            continue
         labels = series.get("metric") or {}
+        if not isinstance(labels, Mapping):
+            continue
         namespace, pod = labels.get("namespace"), labels.get("pod")
         try:
             value = float(series["value"][1])
@@ -99,5 +105,9 @@ class PrometheusSignals:
         async with aiohttp.ClientSession() as session:
             while True:
                 if self.policy().victim_signal_overrides:
-                    await self.refresh(session)
+                    try:
+                        await self.refresh(session)
+                    except Exception as exc:  # noqa: BLE001 - a bad answer degrades the signals, never the agent
+                        log.exception("victim-signal refresh failed")
+                        self.errors[type(exc).__name__.lower()] += 1
                 await self.sleep(self.settings.refresh_seconds)
