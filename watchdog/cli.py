@@ -35,7 +35,7 @@ def _setup_logging(level: str = "INFO", *, quiet: bool = False) -> None:
 def _mode_flags(args: argparse.Namespace) -> dict[str, Any]:
     flags: dict[str, Any] = {}
     if getattr(args, "mode", None):
-        flags["policy"] = {"action": {"mode": args.mode}}
+        flags["mode_override"] = args.mode
     if getattr(args, "policy", None):
         flags["policy_file"] = args.policy
     return flags
@@ -164,7 +164,7 @@ def cmd_record(args: argparse.Namespace) -> int:
     _setup_logging()
     writers: list[TraceWriter] = []
     source = f"simulated:{args.simulate}" if args.simulate else "nvml"
-    flags = {"policy": {"action": {"mode": "observe"}}, "policy_file": None}
+    flags = {"mode_override": "observe"}
     try:
         interval = load_settings(args.config, flags=flags).sampling.interval_seconds
     except ConfigError as exc:

@@ -57,3 +57,12 @@ async def test_settings_reach_the_stages(drive):
     assert agent.pod_watcher.watch_timeout_seconds == 33 and agent.pod_watcher.backoff_max == 4.0
     assert agent.pod_watcher.watch_idle_seconds == 45.0
     assert agent.cycle.sample_timeout == 2.5
+
+
+async def test_one_tenant_label_for_every_stage(drive):
+    driver = await drive(SCENARIOS / "demo.yaml", events=False, policy={"action": {"tenant_label": "team"}})
+    agent = driver.agent
+    assert agent.state.tenant_label == agent.cycle.tenant_label == agent.action.policy.tenant_label == "team"
+    snapshot = await driver.ticks(2)
+    pod = next(p for p in snapshot.attribution.pods.values() if p.labels.get("team"))
+    assert agent.detector.tenant_of(pod.ref) == pod.labels["team"]

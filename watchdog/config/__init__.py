@@ -23,6 +23,7 @@ from watchdog.config.mqtt import MqttSettings
 from watchdog.config.publishing import PublishingSettings
 from watchdog.config.sampling import SamplingSettings
 from watchdog.config.signals import SignalsSettings
+from watchdog.model import Mode
 
 __all__ = [
     "ActionPolicy",
@@ -64,6 +65,9 @@ class Settings(Section):
     mqtt: MqttSettings = Field(default_factory=MqttSettings, description="MQTT event stream (off by default).")
     policy: Policy = Field(default_factory=Policy, description="Inline policy, used when policy_file is unset.")
     policy_file: str | None = Field(None, description="Policy YAML reloaded while running (overrides `policy`).")
+    mode_override: Mode | None = Field(
+        None, description="Action mode forced over every policy's, reloads included (`--mode`; `record` forces observe)."
+    )
     audit_log: str | None = Field(None, description="File receiving one JSON line per eviction decision ('-' = stdout).")
     log_level: str = Field("INFO", description="Python logging level.")
 

@@ -63,7 +63,9 @@ class Agent:
         # A policy file is read now, so an invalid one stops the start (ConfigError names each field); later
         # edits go through PolicyWatcher, where an invalid one is refused and the last good policy stays.
         self.policy = policy or (load_policy(settings.policy_file) if settings.policy_file else settings.policy)
-        self.state = AgentState(node=self.node, tenant_label=settings.attribution.tenant_label)
+        # One tenant label for every stage: the policy's action.tenant_label if it names one, else attribution's.
+        tenant_label = self._action_policy(self.policy).tenant_label
+        self.state = AgentState(node=self.node, tenant_label=tenant_label)
         self.sampler = NvmlSampler(nvml, node=self.node, clock=clock, settings=settings.sampling)
         self.xids = XidWatcher(
             nvml,
@@ -88,14 +90,14 @@ class Agent:
         )
         self.signals = PrometheusSignals(
             settings.signals, policy=lambda: self.policy.detection, clock=clock,
-            tenant_label=settings.attribution.tenant_label,
+            tenant_label=tenant_label,
         ) if settings.signals.prometheus_url else None
         self._signal_errors = CounterDelta()
         self._event_errors = CounterDelta()
         self._kill_switch_errors = CounterDelta()
         if external_signals is None and self.signals is not None:
             external_signals = self.signals.values
-        self.detector = Detector(self.policy.detection, tenant_label=settings.attribution.tenant_label)
+        self.detector = Detector(self.policy.detection, tenant_label=tenant_label)
         self.kubelet = assignments_from_settings(settings.attribution)
         self.pod_watcher = PodWatcher(
             kube,
@@ -118,7 +120,7 @@ class Agent:
             pods=self.pods,
             pods_ok=(lambda: self.pod_watcher.ok) if self.pod_watcher is not None else (lambda: False),
             proc=ProcReader(settings.attribution.proc_root),
-            tenant_label=settings.attribution.tenant_label,
+            tenant_label=tenant_label,
             external_signals=external_signals,
             on_tick=on_tick,
             paused=self.kill_switch.paused,
@@ -139,9 +141,12 @@ class Agent:
     # ------------------------------------------------------------------------------------------ wiring
 
     def _action_policy(self, policy: Policy):
-        return effective_policy(
+        action = effective_policy(
             policy.action, own_namespace=self.settings.namespace, tenant_label=self.settings.attribution.tenant_label
         )
+        if self.settings.mode_override is not None:  # --mode wins over every policy, reloads included
+            action = action.model_copy(update={"mode": self.settings.mode_override})
+        return action
 
     def apply_policy(self, policy: Policy) -> None:
         """Hot reload: detection keeps its learned baselines, action keeps cooldowns and backoffs."""
