@@ -88,3 +88,24 @@ def test_record_never_acts_and_writes_a_trace_replay_accepts(tmp_path):
     report = run_cli("replay", str(out))
     assert report.returncode == 0, report.stderr
     assert any(f["kind"] == "interference" for f in json.loads(report.stdout)["findings"])
+
+
+def test_probe_is_scriptable():
+    """Exit 1 (with the JSON report) when NVML cannot initialise; exit 0 with per-GPU answers when it can."""
+    import json
+
+    result = run_cli("probe")
+    report = json.loads(result.stdout)
+    if report["nvmlInit"]["supported"]:
+        assert result.returncode == 0 and isinstance(report["gpus"], list)
+    else:
+        assert result.returncode == 1 and "nvmlInit failed" in result.stderr
+
+
+def test_probe_of_a_simulated_node_reports_every_mig_device():
+    import json
+
+    result = run_cli("probe", "--simulate", str(REPO / "scenarios" / "demo.yaml"))
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert sum(len(gpu["mig_devices"]) for gpu in report["gpus"]) == 7

@@ -100,10 +100,10 @@ def _load_real(args: argparse.Namespace):
     except ConfigError as exc:
         print(f"gpu-watchdog: {exc}", file=sys.stderr)
         return None, None, 2
-    from watchdog.sampling.nvml_library import NvmlLibraryMissing, load
+    from watchdog.sampling.nvml_library import NvmlLibraryMissing, load_usable
 
     try:
-        return settings, load(), 0
+        return settings, load_usable(), 0
     except NvmlLibraryMissing as exc:
         print(f"gpu-watchdog: {exc}", file=sys.stderr)
         return None, None, 2
@@ -122,8 +122,10 @@ async def _run_real(settings, nvml, on_tick=None, *, ticks: int | None = None) -
     try:
         kube = await KubeApi.from_settings(settings.kube)
     except KubeError as exc:
-        log.error("Kubernetes API unavailable, running without pod metadata or actions: %s", exc)
-        kube = None
+        # A DaemonSet without its service account (or a bad kubeconfig) must not run on quietly blind: fail the
+        # start so the kubelet restarts it and the operator sees why. `kube.access: none` opts out explicitly.
+        raise SystemExit(f"gpu-watchdog: cannot reach the Kubernetes API ({exc}); set kube.access: none to run "
+                         "without pod attribution and actions") from None
     try:
         await Agent(settings, nvml=nvml, clock=time.time, kube=kube, on_tick=on_tick).run(ticks=ticks)
     except ConfigError as exc:
@@ -152,8 +154,12 @@ def cmd_probe(args: argparse.Namespace) -> int:
         except NvmlLibraryMissing as exc:
             print(f"gpu-watchdog: {exc}", file=sys.stderr)
             return 2
-    json.dump(probe(nvml), sys.stdout, indent=2, sort_keys=True)
+    report = probe(nvml)
+    json.dump(report, sys.stdout, indent=2, sort_keys=True)
     print()
+    if not report["nvmlInit"]["supported"]:  # scriptable: no usable NVML is a failure, with the report above
+        print(f"gpu-watchdog probe: nvmlInit failed ({report['nvmlInit']['error']})", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -21,3 +21,18 @@ def load() -> ModuleType:
     except ImportError as exc:  # pragma: no cover - the dependency is declared in pyproject.toml
         raise NvmlLibraryMissing("nvidia-ml-py is not installed: pip install nvidia-ml-py") from exc
     return pynvml
+
+
+def load_usable() -> ModuleType:
+    """``load()``, once NVML has answered an init: a node without a driver fails at start with a line that says how
+    to run the simulation instead, before anything else (the Kubernetes client, the metrics port) is set up."""
+    nvml = load()
+    try:
+        nvml.nvmlInit()
+    except nvml.NVMLError as exc:
+        raise NvmlLibraryMissing(
+            f"no usable NVML ({exc}). Without a GPU, run the simulation instead: "
+            "`gpu-watchdog run --simulate scenarios/demo.yaml` or `gpu-watchdog demo`."
+        ) from None
+    nvml.nvmlShutdown()  # NVML counts inits: the sampler takes its own
+    return nvml
