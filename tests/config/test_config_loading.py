@@ -54,3 +54,5 @@ def test_policy_file_is_told_apart_from_settings(tmp_path):
     policy.write_text("action: {mode: sometimes}\n")
     kind, problems = check_file(policy)
     assert kind == "policy" and [field for field, _ in problems] == ["action.mode"]
+    policy.write_text("action: {mode: enforce}\nactoin: {}\n")  # a typo is named, as a policy's
+    assert check_file(policy) == ("policy", [("actoin", "Extra inputs are not permitted")])

@@ -95,8 +95,9 @@ def check_file(path: str | Path) -> tuple[str, list[tuple[str, str]]]:
     try:
         data = read_yaml(path)
     except ConfigError as exc:
-        return "file", exc.problems
-    kind, model = ("policy", Policy) if data and set(data) <= {"detection", "action"} else ("settings", Settings)
+        return "YAML", exc.problems
+    # Settings have no top-level detection/action: a file naming either is a policy (a stray key is then its error).
+    kind, model = ("policy", Policy) if set(data) & {"detection", "action"} else ("settings", Settings)
     try:
         validate(model, data, source=str(path))
     except ConfigError as exc:
