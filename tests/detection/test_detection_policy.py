@@ -24,6 +24,7 @@ def test_defaults_are_the_documented_ones():
     assert (p.steady_tolerance, p.victim_min_activity, p.saturation, p.dram_saturation) == (0.2, 0.1, 0.9, 0.8)
     assert p.contention_reasons == 0x4 | 0x20  # SwPowerCap, SwThermalSlowdown: not HwSlowdown/HwThermal/PowerBrake
     assert (p.fair_share_tolerance, p.cross_tenant_only, p.stale_ticks) == (0.02, True, 120)
+    assert (p.common_driver_correlation, p.release_low_ticks, p.release_window, p.merge_gap_ticks) == (0.3, 4, 6, 60)
     m = policy.memory_pressure
     assert (m.min_free_bytes, m.min_free_ratio, m.band_bytes, m.band_ratio) == (1 << 30, 0.05, 512 << 20, 0.02)
     assert (m.for_ticks, m.growth_window, m.min_growth_share, m.stale_ticks) == (3, 30, 0.1, 60)

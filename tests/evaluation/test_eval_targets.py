@@ -5,12 +5,17 @@ their bounds are documented in docs/evaluation.md (Targets)."""
 from pathlib import Path
 
 import pytest
+import yaml
 
+from watchdog.config import Policy
 from watchdog.evaluation import Evaluation, evaluate, format_table
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
 SCORED_KINDS = ("interference", "memory_pressure", "quota", "memory_warning")
 OVERHANG_MEDIAN_MAX_TICKS = 10  # past offset + slack_ticks (default 10): a true finding clears within ~20 ticks
+TICK_RECALL_MEDIAN_MIN = 0.8  # median share of a truth window covered by an observed, critical, matching finding
+TICK_RECALL_MIN = 0.5  # … and no single window covered less than half
+LONG_EPISODE_TICKS = 150  # a true interference this long must be evicted for with the default action hysteresis
 
 
 @pytest.fixture
@@ -32,6 +37,7 @@ def test_suite_meets_detection_targets(suite: tuple[Evaluation, str]) -> None:
     assert evaluation.benign_interference_findings == 0, f"interference on benign scenarios\n{table}"
     for kind in ("unauthorized", "xid"):
         assert evaluation.kinds[kind].recall == 1.0, f"{kind} recall\n{table}"
+    _true_findings_cover_their_windows(evaluation, table)
 
 
 def test_true_findings_end_with_their_cause(suite: tuple[Evaluation, str]) -> None:
@@ -53,3 +59,37 @@ def test_suite_evicts_exactly_the_expected_pods(suite: tuple[Evaluation, str]) -
     assert not blind, f"evictions sent inside a no_evictions window: {blind}\n{table}"
     antagonist = next(s for s in evaluation.scenarios if s.name == "high-priority-antagonist")
     assert antagonist.requested == () and antagonist.scored.kinds["interference"].detected == 1
+    _long_true_interference_is_evicted_with_the_default_hysteresis(evaluation, table)
+
+
+def _true_findings_cover_their_windows(evaluation: Evaluation, table: str) -> None:
+    """Episode recall forgives a finding that drops out for most of its window (a culprit's checkpoint pause
+    ending it for good): recall by ticks does not."""
+    for kind in ("interference", "memory_pressure", "quota", "unauthorized"):
+        score = evaluation.kinds[kind]
+        median, worst = score.recall_ticks_median, score.recall_ticks_min
+        assert median is not None and median >= TICK_RECALL_MEDIAN_MIN, f"{kind} recall by ticks\n{table}"
+        assert worst is not None and worst >= TICK_RECALL_MIN, f"{kind} worst window coverage\n{table}"
+
+
+def _interference_span(truth) -> int:
+    entries = truth.interference
+    ends = [e.offset for e in entries]
+    return (max(ends) if None not in ends else 10**9) - min(e.onset for e in entries) if entries else 0
+
+
+def _long_true_interference_is_evicted_with_the_default_hysteresis(evaluation: Evaluation, table: str) -> None:
+    """An intermittent or paused culprit must still reach the action's for_seconds: the scenarios that show it
+    may not shorten it (a 30 s override would hide findings that restart every few ticks)."""
+    default = Policy().action.interference.for_seconds
+    long_true = [s for s in evaluation.scenarios
+                 if s.truth.expect_evictions and not s.truth.no_evictions
+                 and _interference_span(s.truth) >= LONG_EPISODE_TICKS]
+    names = {s.name for s in long_true}
+    assert {"tp-power-checkpointing", "tp-timeslice-checkpointing", "tp-power-alternating-culprit",
+            "tp-power-gradual-culprit", "tp-timeslice-gradual-greedy"} <= names, names
+    for result in long_true:
+        policy = yaml.safe_load(Path(result.path).read_text(encoding="utf-8")).get("policy") or {}
+        override = ((policy.get("action") or {}).get("interference") or {}).get("for_seconds", default)
+        assert override == default, f"{result.name} shortens interference for_seconds to {override}"
+        assert result.evictions_ok is True, f"{result.name}: {result.requested}\n{table}"

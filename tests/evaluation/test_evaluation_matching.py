@@ -189,3 +189,35 @@ def test_mig_fill_warning_is_scored_as_memory_warning_not_quota() -> None:
 def test_new_truth_lists_name_the_bad_field(truth: dict, message: str) -> None:
     with pytest.raises(TruthError, match=message):
         parse_truth(truth, source="s.yaml")
+
+
+def test_recall_by_ticks_counts_observed_critical_ticks_inside_the_window() -> None:
+    truth = parse_truth({"interference": [{"victim": "prod/a", "culprit": "batch/b", "onset": 10, "offset": 20}]},
+                        source="t")
+    hit = finding("interference", reported=12, last=40, victims=["prod/a"], culprit="batch/b")
+    ticks = {t: True for t in range(12, 41)}
+    ticks.update({15: False, 16: False})  # a WARNING is not actionable
+    del ticks[17]  # not observed (kept open blind)
+    scored = score([hit], truth, episode_ticks={(hit["key"], 12): ticks}, end_tick=100)
+    kind = scored.kinds["interference"]
+    assert kind.coverages == [pytest.approx(5 / 10)]  # 12, 13, 14, 18, 19 of 10..19
+    assert kind.recall_ticks_median == kind.recall_ticks_min == pytest.approx(0.5)
+
+
+def test_recall_by_ticks_for_open_windows_and_missed_entries() -> None:
+    truth = parse_truth({"interference": [{"victim": "prod/a", "culprit": "batch/b", "onset": 90},
+                                          {"victim": "prod/a", "culprit": "batch/c", "onset": 10, "offset": 20}]},
+                        source="t")
+    hit = finding("interference", reported=95, last=99, victims=["prod/a"], culprit="batch/b")
+    scored = score([hit], truth, episode_ticks={(hit["key"], 95): {t: True for t in range(95, 100)}}, end_tick=99)
+    assert scored.kinds["interference"].coverages == [pytest.approx(0.5), 0.0]  # open window ends with the run
+    assert score([hit], truth).kinds["interference"].coverages == []  # not measured without the ticks
+
+
+def test_report_only_kind_counts_its_warning_ticks() -> None:
+    truth = parse_truth({"memory_warning": [{"pod": "batch/cache", "onset": 0, "offset": 4}]}, source="t")
+    warning = {**finding("quota", reported=0, last=3, culprit="batch/cache"), "key": "quota/mig-memory/MIG-1",
+               "severity": "warning"}
+    scored = score([warning], truth, episode_ticks={("quota/mig-memory/MIG-1", 0): dict.fromkeys(range(4), False)},
+                   end_tick=10)
+    assert scored.kinds["memory_warning"].coverages == [1.0]

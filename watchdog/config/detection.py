@@ -70,7 +70,8 @@ class InterferencePolicy(Section):
         0.2,
         ge=0,
         le=1,
-        description="Power domain: the victim's own activity may differ by at most this across the window.",
+        description="Power domain: the victim's own activity may rise by at most this (and by at most this share "
+        "of its steady level) between its steady and its degraded ticks; a fall is allowed (a cap shrinks work done).",
     )
     victim_min_activity: float = Field(
         0.1,
@@ -99,8 +100,28 @@ class InterferencePolicy(Section):
         0.02,
         ge=0,
         le=1,
-        description="Time-sliced GPU / GPU instance: a pod is a victim only while its use is below its "
-        "water-filling fair share by more than this (0–1 of its own share).",
+        description="Time-sliced GPU: a pod can be a victim only while its use is held within this of its "
+        "water-filling fair level (0–1 of its own share); a pod further below it got all it asked for.",
+    )
+    common_driver_correlation: float = Field(
+        0.3,
+        gt=0,
+        le=1,
+        description="A neighbour whose use moved with the victim's own on the victim's uncontended ticks (EWMA "
+        "correlation at least this) shares a driver with it (diurnal traffic, lock-step jobs) and is never named.",
+    )
+    release_low_ticks: int = Field(
+        4,
+        ge=1,
+        description="N: an open episode closes once its culprit's use was below half of min_antagonist_use on N of "
+        "the last M ticks (a checkpoint pause of a few ticks does not close it).",
+    )
+    release_window: int = Field(6, ge=1, le=64, description="M: ticks over which the culprit's low ticks are counted.")
+    merge_gap_ticks: int = Field(
+        60,
+        ge=0,
+        description="A victim re-latched to the same culprit in the same domain within this many ticks of the last "
+        "episode's end continues that finding (same first_tick and since): intermittent interference persists.",
     )
     cross_tenant_only: bool = Field(True, description="Ignore antagonists of the victim's own tenant.")
     stale_ticks: int = Field(120, ge=1, description="Forget a pod's learned state after this many ticks unseen.")
@@ -111,6 +132,10 @@ class InterferencePolicy(Section):
             raise ValueError(f"flags_needed ({self.flags_needed}) must be ≤ flags_window ({self.flags_window})")
         if self.clear_flags > self.flags_needed:
             raise ValueError(f"clear_flags ({self.clear_flags}) must be ≤ flags_needed ({self.flags_needed})")
+        if self.release_low_ticks > self.release_window:
+            raise ValueError(
+                f"release_low_ticks ({self.release_low_ticks}) must be ≤ release_window ({self.release_window})"
+            )
         if self.min_points > self.correlation_window:
             raise ValueError(
                 f"min_points ({self.min_points}) must be ≤ correlation_window ({self.correlation_window})"

@@ -6,19 +6,25 @@ places: in the power domain a pod's use is weighed by its instance's share of th
 about a third of what a 3g slice at 60 % draws; MIG compute slices, reference nvml.md §9), and when pods we may
 not blame (the victim's own tenant, processes no pod owns) added more of that share than the best candidate did,
 nobody is named: the evidence points elsewhere, and a wrongful eviction is worse than a missed one.
+
+"Rose" is measured inside the correlation window (steady ticks against degraded ones) when the window holds enough
+steady ticks, else against what the neighbour used on the victim's own baseline ticks (`Before`, kept by the
+caller). The second sees a culprit that ramped up too slowly for the window to hold its "before", and one that
+paused a few ticks and resumed, whose window holds too few steady ticks to be judged again. A neighbour whose use
+moved with the victim's own on those baseline ticks is never named: they share a driver.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable
+from dataclasses import dataclass, field
+from typing import Callable, Mapping
 
 import numpy as np
 
 from watchdog.config.detection import InterferencePolicy
 from watchdog.detection.domains import Domain, DomainKind
 from watchdog.detection.rings import SlotRing, pearson
-from watchdog.model import PodRef
+from watchdog.model import EMPTY, PodRef
 
 UNATTRIBUTED = "\x00unattributed"  # ring member for the use of processes no known pod owns
 
@@ -32,47 +38,91 @@ class Antagonist:
     excluded_rise: float  # power: weighted rise of the pods that may not be named (0 elsewhere)
 
 
-def _rise(series: np.ndarray, *, steady: np.ndarray, degraded: np.ndarray) -> float | None:
-    present = np.isfinite(series)
-    before, during = series[steady & present], series[degraded & present]
-    if not before.size or not during.size:
-        return None
-    return float(during.mean() - before.mean())
+@dataclass(frozen=True, slots=True)
+class Before:
+    """The victim's reference levels, per pod key, from its baseline ticks (uncontended, victim active)."""
+
+    use: Mapping[str, float] = field(default_factory=lambda: EMPTY)  # activity relative to the pod's own share
+    load: Mapping[str, float] = field(default_factory=lambda: EMPTY)  # activity × share, and UNATTRIBUTED
+    comovement: Mapping[str, float] = field(default_factory=lambda: EMPTY)  # correlation with the victim's own use
+
+
+@dataclass(frozen=True, slots=True)
+class Series:
+    """The domain's aligned windows the search reads (see interference._DomainState)."""
+
+    signal: SlotRing
+    use: SlotRing
+    load: SlotRing
+    flag: SlotRing
+
+
+def _mean(series: np.ndarray, mask: np.ndarray) -> float | None:
+    values = series[mask & np.isfinite(series)]
+    return float(values.mean()) if values.size else None
+
+
+class _Rise:
+    """Use while the victim degraded, over use before: in the window, and against the victim's baseline levels."""
+
+    def __init__(self, *, steady: np.ndarray, degraded: np.ndarray, in_window: bool) -> None:
+        self.steady, self.degraded, self.in_window = steady, degraded, in_window
+
+    def __call__(self, series: np.ndarray, *, level: float | None) -> float | None:
+        during = _mean(series, self.degraded)
+        if during is None:
+            return None
+        # The window's own steady ticks when it holds enough of them (the nearest "before" there is); the
+        # baseline level only when it does not, so a slow common drift is never measured from further back.
+        before = _mean(series, self.steady) if self.in_window else level
+        return None if before is None else during - before
+
+
+def _own_use_rose(victim_use: np.ndarray, *, rise: _Rise, level: float | None, tolerance: float) -> bool:
+    """Power: did the victim's own activity rise between before and during? Then its loss is partly its own doing.
+
+    One-sided on purpose: on MIG the activity is GPM SM_UTIL, work done, which a cap shrinks with the clock (a 45 %
+    clock loss takes up to 45 % of it) although the victim asked for the same, so a fall is what a victim of a deep
+    cap looks like. A cap can only take work away, so a rise is the victim's own: beyond `tolerance`, or beyond
+    `tolerance` × its level (0.1 → 0.3 is its own ramp, however small in absolute terms).
+    """
+    during = _mean(victim_use, rise.degraded)
+    if during is None:
+        return True
+    levels = [] if level is None else [level]
+    steady = _mean(victim_use, rise.steady) if rise.in_window else None
+    if steady is not None:
+        levels.append(steady)
+    return any(during - lvl > min(tolerance, tolerance * lvl) for lvl in levels)
 
 
 def find_antagonist(
     victim: str,
     *,
     domain: Domain,
-    signal: SlotRing,
-    use: SlotRing,
-    load: SlotRing,
-    flag: SlotRing,
+    series: Series,
+    before: Before,
     policy: InterferencePolicy,
     tenant_of: Callable[[PodRef], str],
 ) -> Antagonist | None:
     """The neighbour whose use rose while the victim was steady and tracks the victim's degradation, if any."""
     window = policy.correlation_window
-    victim_signal = signal.window(victim, window)
-    flags = flag.window(victim, window)
-    victim_use = use.window(victim, window)
+    victim_signal = series.signal.window(victim, window)
+    flags = series.flag.window(victim, window)
+    victim_use = series.use.window(victim, window)
     with np.errstate(invalid="ignore"):
         steady = (flags == 0) & (victim_use >= policy.victim_min_activity)
     degraded = flags == 1
-    if int(steady.sum()) < policy.min_steady_ticks or not degraded.any():
+    in_window = int(steady.sum()) >= policy.min_steady_ticks
+    if not degraded.any() or not (in_window or before.use):
         return None
+    rise = _Rise(steady=steady, degraded=degraded, in_window=in_window)
     power = domain.kind is DomainKind.POWER
-    if power:
-        # Power weights clock loss by the victim's own activity: if that activity itself rose with the
-        # neighbour's (two jobs started together), the "degradation" is partly its own doing. A cap can only take
-        # work away, so a rise counts against the victim relative to its steady level (0.1 → 0.3 is its own ramp).
-        level = float(victim_use[steady].mean())
-        change = float(victim_use[degraded].mean()) - level
-        if abs(change) > policy.steady_tolerance or change > policy.steady_tolerance * level:
-            return None
+    if power and _own_use_rose(victim_use, rise=rise, level=before.use.get(victim), tolerance=policy.steady_tolerance):
+        return None
 
     def weighted(key: str) -> float:
-        return _rise(load.window(key, window), steady=steady, degraded=degraded) or 0.0
+        return rise(series.load.window(key, window), level=before.load.get(key)) or 0.0
 
     victim_tenant = tenant_of(next(ref for ref in domain.pods if ref.key == victim))
     excluded = max(0.0, weighted(UNATTRIBUTED)) + max(0.0, weighted(victim)) if power else 0.0
@@ -87,14 +137,16 @@ def find_antagonist(
         now = domain.activity.get(ref.key)
         if now is None or now < policy.min_antagonist_use:
             continue
-        series = use.window(ref.key, window)
-        rise = _rise(series, steady=steady, degraded=degraded)
-        if rise is None or rise < policy.min_antagonist_rise:
+        if before.comovement.get(ref.key, 0.0) >= policy.common_driver_correlation:
+            continue  # it rose and fell with the victim while nothing was contended: a shared driver, not a cause
+        use = series.use.window(ref.key, window)
+        grew = rise(use, level=before.use.get(ref.key))
+        if grew is None or grew < policy.min_antagonist_rise:
             continue
-        correlation = pearson(series, victim_signal, min_points=policy.min_points)
+        correlation = pearson(use, victim_signal, min_points=policy.min_points)
         if correlation is None or correlation < policy.min_correlation:
             continue
-        candidates.append(Antagonist(ref, correlation, rise, weighted(ref.key) if power else rise, 0.0))
+        candidates.append(Antagonist(ref, correlation, grew, weighted(ref.key) if power else grew, 0.0))
     if not candidates:
         return None
     if not power:

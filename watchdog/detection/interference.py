@@ -10,53 +10,15 @@ explained in docs/detection.md; the per-tick state lives in `rings`, the signals
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
 from watchdog.config.detection import DetectionPolicy
-from watchdog.detection.antagonist import UNATTRIBUTED, find_antagonist
+from watchdog.detection.antagonist import UNATTRIBUTED, Before, find_antagonist
 from watchdog.detection.domains import Domain, DomainKind
+from watchdog.detection.episodes import ClosedEpisode, DomainState, Episode, PodState
 from watchdog.detection.rings import Baseline, SlotRing
 from watchdog.detection.signals import Signal, contended, fair_levels, victim_signal
 from watchdog.model import Attribution, Finding, FindingKind, PodRef, Severity
-
-
-@dataclass(slots=True)
-class _Episode:
-    """A victim latched to its antagonist: stays open while the victim keeps suffering and the antagonist is busy."""
-
-    culprit: PodRef
-    first_tick: int
-    since: float
-    correlation: float
-    rise: float
-    last_observed: int  # last tick both the victim's signal and the culprit's use were read
-    excluded_rise: float = 0.0  # power: GPU share the victim's tenant and unowned processes added meanwhile
-
-
-@dataclass(slots=True)
-class _PodState:
-    baseline: Baseline
-    source: str
-    flags: int = 0  # outlier bits of the last M observed ticks, newest in bit 0
-    last_seen: int = 0
-    signal_tick: int | None = None  # last tick its signal had a value
-    fair: float | None = None  # its water-filling fair share at the last judged tick (time-sliced / gi)
-    own_drop_tick: int | None = None  # when its signal left the baseline while the device had idle capacity
-    z_score: float = 0.0
-    deviation: float = 0.0
-    episode: _Episode | None = None
-
-
-@dataclass(slots=True)
-class _DomainState:
-    signal: SlotRing
-    use: SlotRing  # activity relative to the pod's own share
-    load: SlotRing  # activity × share: the part of the domain it drives (power: GPU fraction), + unattributed
-    flag: SlotRing
-    domain: Domain
-    last_tick: int
-    pods: dict[str, _PodState] = field(default_factory=dict)
 
 
 class InterferenceDetector:
@@ -65,7 +27,7 @@ class InterferenceDetector:
     def __init__(self, policy: DetectionPolicy, *, tenant_of: Callable[[PodRef], str]) -> None:
         self._policy = policy
         self._tenant_of = tenant_of
-        self._domains: dict[str, _DomainState] = {}
+        self._domains: dict[str, DomainState] = {}
 
     def set_policy(self, policy: DetectionPolicy) -> None:
         """Keep baselines and windows; resize the windows, and reset baselines whose signal source changed."""
@@ -77,9 +39,12 @@ class InterferenceDetector:
                 state.load = state.load.resized(capacity)
                 state.flag = state.flag.resized(capacity)
         mask = (1 << policy.interference.flags_window) - 1
+        low_mask = (1 << policy.interference.release_window) - 1
         for state in self._domains.values():
             for pod in state.pods.values():
                 pod.flags &= mask
+                if pod.episode is not None:
+                    pod.episode.low &= low_mask
         self._policy = policy  # a pod whose override appeared/vanished gets a fresh baseline at its next tick
 
     @staticmethod
@@ -107,9 +72,8 @@ class InterferenceDetector:
             state = self._domains.get(domain.key)
             if state is None:
                 capacity = self._capacity(self._policy)
-                state = self._domains[domain.key] = _DomainState(
-                    SlotRing(capacity), SlotRing(capacity), SlotRing(capacity), SlotRing(capacity), domain, tick
-                )
+                rings = [SlotRing(capacity) for _ in range(4)]
+                state = self._domains[domain.key] = DomainState(*rings, domain=domain, last_tick=tick)
             state.domain, state.last_tick = domain, tick
             self._observe(state, busy=busy, tick=tick, external=external)
             self._attribute(state, tick=tick, timestamp=timestamp)
@@ -118,10 +82,10 @@ class InterferenceDetector:
 
     # ---------------------------------------------------------------------------------------------- per tick
 
-    def _observe(self, state: _DomainState, *, busy: bool, tick: int, external: Mapping[str, float]) -> None:
+    def _observe(self, state: DomainState, *, busy: bool, tick: int, external: Mapping[str, float]) -> None:
         policy = self._policy.interference
         mask = (1 << policy.flags_window) - 1
-        for ring in (state.signal, state.use, state.load, state.flag):
+        for ring in state.rings:
             ring.advance()
         domain = state.domain
         state.load.set(UNATTRIBUTED, domain.unattributed)
@@ -134,7 +98,7 @@ class InterferenceDetector:
             signal = victim_signal(domain, activity, override=override, external=external.get(key))
             pod = state.pods.get(key)
             if pod is None or pod.source != signal.source:
-                pod = state.pods[key] = _PodState(Baseline(), signal.source)
+                pod = state.pods[key] = PodState(Baseline(), signal.source)
             pod.last_seen, pod.fair = tick, fair.get(key)
             state.use.set(key, activity)
             state.load.set(key, None if activity is None else activity * domain.share.get(key, 1.0))
@@ -150,10 +114,37 @@ class InterferenceDetector:
                 )
             pod.flags = ((pod.flags << 1) | int(outlier)) & mask
             state.flag.set(key, 1.0 if outlier else 0.0)
+        self._learn_levels(state, tick=tick)
+
+    def _learn_levels(self, state: DomainState, *, tick: int) -> None:
+        """On each pod's baseline tick, remember what everybody in the domain used (see rings.UseLevels)."""
+        alpha = self._policy.interference.baseline_alpha
+        learners = [(key, pod) for key, pod in state.pods.items() if pod.learned_tick == tick]
+        if not learners:
+            return
+        domain = state.domain
+        use = dict(domain.activity)
+        load = {k: None if a is None else a * domain.share.get(k, 1.0) for k, a in use.items()}
+        load[UNATTRIBUTED] = domain.unattributed
+        for key, pod in learners:
+            pod.levels.update("use", use, alpha=alpha)
+            pod.levels.update("load", load, alpha=alpha)
+            own = use.get(key)
+            if own is not None:
+                pod.levels.update_comovement(own, {k: v for k, v in use.items() if k != key}, alpha=alpha)
+
+    def _before(self, pod: PodState) -> Before:
+        count = self._policy.interference.min_steady_ticks
+        levels = pod.levels
+        return Before(
+            use=levels.known("use", min_count=count),
+            load=levels.known("load", min_count=count),
+            comovement=levels.comovement(min_count=self._policy.interference.baseline_min_ticks),
+        )
 
     def _judge(
         self,
-        pod: _PodState,
+        pod: PodState,
         signal: Signal,
         *,
         domain: Domain,
@@ -179,6 +170,7 @@ class InterferenceDetector:
                 # The share fell while the device had idle capacity: the pod's own demand dropped, not a neighbour.
                 pod.own_drop_tick = tick
             base.update(value, alpha=policy.baseline_alpha)
+            pod.learned_tick = tick
             return False
         if base.count < policy.baseline_min_ticks:
             return False  # never saw it unhindered long enough: no baseline, no victim (e.g. synchronised starts)
@@ -192,9 +184,10 @@ class InterferenceDetector:
         pod.z_score = deviation / base.std if base.std > 0 else float("inf") if deviation > 0 else 0.0
         return beyond
 
-    def _attribute(self, state: _DomainState, *, tick: int, timestamp: float) -> None:
+    def _attribute(self, state: DomainState, *, tick: int, timestamp: float) -> None:
         policy = self._policy.interference
         activity = state.domain.activity
+        low_mask = (1 << policy.release_window) - 1
         for key, pod in state.pods.items():
             if pod.last_seen != tick:
                 continue
@@ -203,8 +196,11 @@ class InterferenceDetector:
             if episode is not None:
                 use = activity.get(episode.culprit.key)
                 gone = episode.culprit.key not in activity
-                if gone or count < policy.clear_flags or (use is not None and use < policy.min_antagonist_use / 2):
-                    pod.episode = None
+                low = use is not None and use < policy.min_antagonist_use / 2
+                episode.low = ((episode.low << 1) | int(low)) & low_mask
+                # One low tick (a checkpoint write, a data-loader stall) does not end an episode; N of the last M do.
+                if gone or count < policy.clear_flags or episode.low.bit_count() >= policy.release_low_ticks:
+                    self._close(state, pod, tick=tick)
                 elif pod.signal_tick == tick and use is not None:
                     episode.last_observed = tick  # fresh evidence: both sides were read this tick
                 continue
@@ -212,17 +208,34 @@ class InterferenceDetector:
                 found = find_antagonist(
                     key,
                     domain=state.domain,
-                    signal=state.signal,
-                    use=state.use,
-                    load=state.load,
-                    flag=state.flag,
+                    series=state.series,
+                    before=self._before(pod),
                     policy=policy,
                     tenant_of=self._tenant_of,
                 )
                 if found is not None:
-                    pod.episode = _Episode(
-                        found.ref, tick, timestamp, found.correlation, found.rise, tick, found.excluded_rise
+                    first_tick, since = tick, timestamp
+                    previous = state.closed.get(found.ref.key)
+                    if previous is not None and tick - previous.closed_tick <= policy.merge_gap_ticks:
+                        # The same culprit again, soon after: one intermittent episode, so its persistence (which
+                        # the action stage counts from `since`) is judged over the whole of it.
+                        first_tick, since = previous.first_tick, previous.since
+                    pod.episode = Episode(
+                        found.ref, first_tick, since, found.correlation, found.rise, tick, found.excluded_rise
                     )
+
+    @staticmethod
+    def _close(state: DomainState, pod: PodState, *, tick: int) -> None:
+        episode = pod.episode
+        assert episode is not None
+        pod.episode = None
+        culprit = episode.culprit.key
+        previous = state.closed.get(culprit)
+        if previous is not None and previous.first_tick <= episode.first_tick:
+            # Another victim's episode with the same culprit started earlier (or this one continued it).
+            state.closed[culprit] = ClosedEpisode(previous.first_tick, previous.since, tick)
+        else:
+            state.closed[culprit] = ClosedEpisode(episode.first_tick, episode.since, tick)
 
     def _forget_stale(self, tick: int) -> None:
         stale = self._policy.interference.stale_ticks
@@ -233,15 +246,18 @@ class InterferenceDetector:
             for pod_key, pod in list(state.pods.items()):
                 if tick - pod.last_seen > stale:
                     del state.pods[pod_key]
-                    for ring in (state.signal, state.use, state.load, state.flag):
+                    state.closed.pop(pod_key, None)
+                    for ring in state.rings:
                         ring.forget(pod_key)
+                    for other in state.pods.values():
+                        other.levels.forget(pod_key)
 
     # -------------------------------------------------------------------------------------------- findings
 
     def _findings(self, attribution: Attribution, *, tick: int) -> list[Finding]:
         findings: list[Finding] = []
         for state in self._domains.values():
-            groups: dict[str, list[tuple[str, _PodState]]] = {}
+            groups: dict[str, list[tuple[str, PodState]]] = {}
             for key, pod in state.pods.items():
                 if pod.episode is not None:
                     groups.setdefault(pod.episode.culprit.key, []).append((key, pod))
@@ -251,9 +267,9 @@ class InterferenceDetector:
 
     def _finding(
         self,
-        state: _DomainState,
+        state: DomainState,
         culprit_key: str,
-        victims: list[tuple[str, _PodState]],
+        victims: list[tuple[str, PodState]],
         attribution: Attribution,
         *,
         tick: int,
@@ -327,3 +343,4 @@ class InterferenceDetector:
             ),
             observed=last_observed == tick,
         )
+

@@ -9,6 +9,7 @@ a steady tick costs a handful of array stores.
 from __future__ import annotations
 
 import math
+from typing import Mapping
 
 import numpy as np
 
@@ -122,3 +123,70 @@ def pearson(x: np.ndarray, y: np.ndarray, *, min_points: int) -> float | None:
     if denom < 1e-12:
         return None
     return float(xd @ yd) / denom
+
+
+class UseLevels:
+    """What a victim's neighbours used on the victim's own baseline ticks, and how they moved with the victim.
+
+    The antagonist search compares a neighbour's use while the victim degrades with its use while the victim was
+    unhindered. Inside the correlation window alone that comparison fails twice: a culprit that ramps up slowly
+    has no "before" left in the window once the victim has degraded for a while, and a culprit that pauses a few
+    ticks (a checkpoint) leaves too few steady ticks to re-judge it. These levels are fed only on the ticks that
+    feed the victim's signal baseline, so they say what the neighbours used while the victim was *known* to be
+    fine, however long ago that was. A series is named by (what, member): ("use", "ns/pod"), ("load", …).
+
+    The same ticks give, per neighbour, an EWMA correlation of its use with the victim's own (`comovement`): pods
+    that rise and fall together while nothing is contended share a driver (diurnal traffic, a synchronised job),
+    and one of them tipping a shared cap at their common peak is not one hurting the other.
+    """
+
+    __slots__ = ("_levels", "_joint")
+
+    def __init__(self) -> None:
+        self._levels: dict[tuple[str, str], Baseline] = {}
+        self._joint: dict[str, list[float]] = {}  # member → [count, mean own, mean its, var own, var its, cov]
+
+    def update(self, what: str, values: Mapping[str, float | None], *, alpha: float) -> None:
+        for member, value in values.items():
+            if value is None or not math.isfinite(value):
+                continue
+            level = self._levels.get((what, member))
+            if level is None:
+                level = self._levels[(what, member)] = Baseline()
+            level.update(value, alpha=alpha)
+
+    def update_comovement(self, own: float, others: Mapping[str, float | None], *, alpha: float) -> None:
+        for member, value in others.items():
+            if value is None or not math.isfinite(value):
+                continue
+            joint = self._joint.get(member)
+            if joint is None:
+                self._joint[member] = [1.0, own, value, 0.0, 0.0, 0.0]
+                continue
+            # West's incremental EWMA (co)variances, deltas against the old means (as Baseline.update).
+            dx, dy = own - joint[1], value - joint[2]
+            joint[0] += 1
+            joint[1] += alpha * dx
+            joint[2] += alpha * dy
+            joint[3] = (1.0 - alpha) * (joint[3] + alpha * dx * dx)
+            joint[4] = (1.0 - alpha) * (joint[4] + alpha * dy * dy)
+            joint[5] = (1.0 - alpha) * (joint[5] + alpha * dx * dy)
+
+    def known(self, what: str, *, min_count: int) -> dict[str, float]:
+        """Members of one series seen on at least `min_count` of the victim's baseline ticks, with their level."""
+        return {m: b.mean for (w, m), b in self._levels.items() if w == what and b.count >= min_count}
+
+    def comovement(self, *, min_count: int) -> dict[str, float]:
+        """Per neighbour seen on at least `min_count` baseline ticks: the EWMA correlation of its use with the
+        victim's own (0 when either barely moved)."""
+        result: dict[str, float] = {}
+        for member, (count, _, _, var_own, var_its, cov) in self._joint.items():
+            if count >= min_count:
+                denom = math.sqrt(var_own * var_its)
+                result[member] = cov / denom if denom > 1e-12 else 0.0
+        return result
+
+    def forget(self, member: str) -> None:
+        for key in [k for k in self._levels if k[1] == member]:
+            del self._levels[key]
+        self._joint.pop(member, None)

@@ -21,6 +21,7 @@ from watchdog.evaluation.matching import KINDS, KindScore, Scored, score
 from watchdog.evaluation.report import ReportBuilder
 from watchdog.evaluation.scenario_run import run_scenario
 from watchdog.evaluation.truth import Truth, parse_truth
+from watchdog.model import Severity
 from watchdog.sim import Scenario, SimClock, SimulatedNode, load_scenario
 
 
@@ -137,10 +138,17 @@ def evaluate_scenario(path: str | Path, *, base_policy: Policy | None = None) ->
     requested: list[str] = []
     sent: list[tuple[int, str]] = []
     gpu_uuids: dict[int, str] = {}
+    episode_ticks: dict[tuple[str, int], dict[int, bool]] = {}  # for recall by ticks (matching.coverage)
+    last_tick = -1
     for step in run_scenario(scenario, policy=policy):
         if not gpu_uuids:
             gpu_uuids = {gpu.index: gpu.uuid for gpu in step.sample.gpus}
         builder.add(step)
+        last_tick = step.sample.tick
+        for finding in step.findings:
+            if finding.observed:
+                ticks = episode_ticks.setdefault((finding.key, finding.first_tick), {})
+                ticks[last_tick] = finding.severity is Severity.CRITICAL
         for decision in step.decisions:
             key = f"{decision.namespace}/{decision.pod}"
             if f"{decision.finding_key}|{key}" in step.sent:
@@ -148,7 +156,8 @@ def evaluate_scenario(path: str | Path, *, base_policy: Policy | None = None) ->
                 if key not in requested:
                     requested.append(key)
     report = builder.finish()
-    scored = score(report["findings"], truth, hysteresis=hysteresis_ticks(policy.detection), gpu_uuids=gpu_uuids)
+    scored = score(report["findings"], truth, hysteresis=hysteresis_ticks(policy.detection), gpu_uuids=gpu_uuids,
+                   episode_ticks=episode_ticks, end_tick=last_tick)
     return ScenarioResult(scenario.name, str(path), truth, report, scored, tuple(requested), tuple(sent))
 
 
@@ -168,7 +177,7 @@ def _cell(value: float | None, fmt: str = "{:.2f}") -> str:
 
 def format_table(evaluation: Evaluation) -> str:
     """The per-kind table, then per-scenario problems (false positives, misses, overhang, flapping, evictions)."""
-    header = f"{'kind':<16}{'findings':>9}{'truths':>7}{'precision':>10}{'recall':>7}"
+    header = f"{'kind':<16}{'findings':>9}{'truths':>7}{'precision':>10}{'recall':>7}{'rec.ticks':>10}{'rec.t.min':>10}"
     header += f"{'lat.med':>8}{'lat.max':>8}{'hyst.':>6}{'med-hyst':>9}"
     header += f"{'prec.ticks':>11}{'ovh.med':>8}{'ovh.max':>8}{'dup.':>5}"
     lines = [header, "-" * len(header)]
@@ -176,6 +185,7 @@ def format_table(evaluation: Evaluation) -> str:
         k = evaluation.kinds[kind]
         lines.append(
             f"{kind:<16}{k.findings:>9}{k.truths:>7}{_cell(k.precision):>10}{_cell(k.recall):>7}"
+            f"{_cell(k.recall_ticks_median):>10}{_cell(k.recall_ticks_min):>10}"
             f"{_cell(k.latency_median, '{:g}'):>8}{_cell(k.latency_max, '{:d}'):>8}{k.hysteresis:>6}"
             f"{_cell(k.latency_median_after_hysteresis, '{:g}'):>9}"
             f"{_cell(k.precision_ticks):>11}{_cell(k.overhang_median, '{:g}'):>8}"

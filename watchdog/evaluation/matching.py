@@ -13,6 +13,11 @@ matched), **precision by ticks** (finding ticks inside a matched window over all
 before onset and every tick of a false episode count against it) and **duplicates** (episodes beyond the first
 that matched the same truth entry). Latency is ticks from onset to the first matching report, and the same minus
 the kind's hysteresis (the ticks detection is configured to wait before it may report at all).
+
+Episode recall also forgives a finding that drops out for most of its window, or comes back as fresh episodes
+whose persistence restarts each time, so no eviction ever follows. **Recall by ticks** measures that: per truth
+entry, the share of its window's ticks [onset, offset) on which a matching finding was observed and actionable
+(CRITICAL; a memory_warning is report-only by definition, so any observed tick of it counts).
 """
 
 from __future__ import annotations
@@ -29,6 +34,9 @@ from watchdog.evaluation.truth import Truth
 KINDS = ("interference", "memory_pressure", "quota", "memory_warning", "unauthorized", "xid")
 TICK_SCORED_KINDS = frozenset(KINDS) - {"xid"}  # an Xid is an instant: how long its finding stays is report policy
 MIG_MEMORY_KEY_PREFIX = "quota/mig-memory/"
+REPORT_ONLY_KINDS = frozenset({"memory_warning"})  # tick recall counts their observed ticks whatever the severity
+
+EpisodeTicks = Mapping[tuple[str, int], Mapping[int, bool]]  # (key, first_tick) → {observed tick: critical}
 
 
 def scored_kind(finding: Mapping[str, Any]) -> str:
@@ -135,6 +143,7 @@ class KindScore:
     true_finding_ticks: int = 0  # … of which inside a window the episode matched
     overhangs: list[int] = field(default_factory=list)  # one per true episode whose matched entries all closed
     duplicates: int = 0  # episodes beyond the first per detected truth entry (a flapping finding)
+    coverages: list[float] = field(default_factory=list)  # per truth entry: share of its window covered
 
     @property
     def precision(self) -> float | None:
@@ -149,6 +158,14 @@ class KindScore:
         if self.kind not in TICK_SCORED_KINDS or not self.finding_ticks:
             return None
         return self.true_finding_ticks / self.finding_ticks
+
+    @property
+    def recall_ticks_median(self) -> float | None:
+        return statistics.median(self.coverages) if self.coverages else None
+
+    @property
+    def recall_ticks_min(self) -> float | None:
+        return min(self.coverages) if self.coverages else None
 
     @property
     def overhang_median(self) -> float | None:
@@ -182,6 +199,7 @@ class KindScore:
         self.true_finding_ticks += other.true_finding_ticks
         self.overhangs.extend(other.overhangs)
         self.duplicates += other.duplicates
+        self.coverages.extend(other.coverages)
 
 
 @dataclass(slots=True)
@@ -195,6 +213,22 @@ class Scored:
     flapping: list[tuple[str, Any, int]] = field(default_factory=list)  # (kind, entry, episodes) with > 1 episode
 
 
+def coverage(
+    entry: Any, hits: Iterable[Mapping[str, Any]], *, kind: str, episode_ticks: EpisodeTicks, end_tick: int
+) -> float | None:
+    """Share of the entry's window [onset, offset) (open: to ``end_tick``) on which one of ``hits`` was observed
+    and actionable; None when the window lies beyond the run."""
+    last = end_tick if entry.offset is None else min(entry.offset - 1, end_tick)
+    if last < entry.onset:
+        return None
+    covered: set[int] = set()
+    for finding in hits:
+        ticks = episode_ticks.get((finding["key"], finding["first_tick"]), {})
+        covered.update(t for t, critical in ticks.items()
+                       if entry.onset <= t <= last and (critical or kind in REPORT_ONLY_KINDS))
+    return len(covered) / (last - entry.onset + 1)
+
+
 def _score_kind(
     kind_score: KindScore,
     scored: Scored,
@@ -203,6 +237,8 @@ def _score_kind(
     entries: tuple[Any, ...],
     slack: int,
     gpu_uuids: Mapping[int, str] | None,
+    episode_ticks: EpisodeTicks | None,
+    end_tick: int | None,
 ) -> None:
     kind = kind_score.kind
     kind_score.findings, kind_score.truths = len(findings), len(entries)
@@ -222,6 +258,10 @@ def _score_kind(
                 scored.overhanging.append((finding, ticks_over))
     for entry in entries:
         hits = [f for f in findings if matches(f, entry, kind=kind, slack=slack, gpu_uuids=gpu_uuids)]
+        if episode_ticks is not None and end_tick is not None and kind in TICK_SCORED_KINDS:
+            share = coverage(entry, hits, kind=kind, episode_ticks=episode_ticks, end_tick=end_tick)
+            if share is not None:
+                kind_score.coverages.append(share)
         if not hits:
             scored.misses.append((kind, entry))
             continue
@@ -238,12 +278,20 @@ def score(
     *,
     hysteresis: Mapping[str, int] | None = None,
     gpu_uuids: Mapping[int, str] | None = None,
+    episode_ticks: EpisodeTicks | None = None,
+    end_tick: int | None = None,
 ) -> Scored:
-    """Score the report findings of one scenario against its truth."""
+    """Score the report findings of one scenario against its truth.
+
+    Recall by ticks needs what the report folds away, each episode's observed ticks and their severity
+    (``episode_ticks``), and the run's last tick (``end_tick``, for windows left open); without them it is not
+    measured.
+    """
     findings = list(findings)
     hysteresis = hysteresis or {}
     scored = Scored({kind: KindScore(kind, hysteresis=hysteresis.get(kind, 0)) for kind in KINDS})
     for kind in KINDS:
         _score_kind(scored.kinds[kind], scored, findings=[f for f in findings if scored_kind(f) == kind],
-                    entries=truth.entries(kind), slack=truth.slack_ticks, gpu_uuids=gpu_uuids)
+                    entries=truth.entries(kind), slack=truth.slack_ticks, gpu_uuids=gpu_uuids,
+                    episode_ticks=episode_ticks, end_tick=end_tick)
     return scored
