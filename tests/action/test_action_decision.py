@@ -342,3 +342,27 @@ def test_a_finding_not_observed_this_tick_is_never_acted_on():
     stale = dataclasses.replace(finding(culprit=batch, victims=(web,)), observed=False)
     d = one(stale, attribution(batch, web))
     assert d.request is None and d.result is R.UNSAFE and "not observed" in d.detail
+
+
+# ------------------------------------------------------------------ quota without per-pod use (finding 10)
+
+
+def test_quota_without_usage_is_unsafe_never_a_guess():
+    """The rule's fallback used to make every pod of the tenant free enough: a CPU-only pod could be evicted."""
+    cpu_only = pod("log-shipper", ns="batch")
+    trainer = pod("trainer", ns="batch", priority=10, gpu_resources=("nvidia.com/gpu",))
+    for needed in (None, 1.0):
+        d = one(finding(K.QUOTA, tenant="batch", needed=needed), attribution(cpu_only, trainer))
+        assert d.result is R.UNSAFE and d.request is None and "names no pod's use" in d.detail
+
+
+def test_quota_candidates_must_use_the_resource():
+    cpu_only = pod("log-shipper", ns="batch")  # lowest priority, but absent from the usage
+    idle = pod("idle", ns="batch", priority=1)  # listed with 0 use
+    trainer = pod("trainer", ns="batch", priority=10)
+    usage = {"batch/idle": 0.0, "batch/trainer": 4.0}
+    attr = attribution(cpu_only, idle, trainer)
+    assert one(finding(K.QUOTA, tenant="batch", usage=usage), attr).request.pod == ref(trainer)
+    assert one(finding(K.QUOTA, tenant="batch", usage=usage, needed=0.0), attr).request.pod == ref(trainer)
+    d = one(finding(K.QUOTA, tenant="batch", usage={"batch/idle": 0.0}), attr)
+    assert d.result is R.NOT_ENOUGH and d.request is None

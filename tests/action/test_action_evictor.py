@@ -13,7 +13,7 @@ from watchdog.action import ActionStage, AuditLog, Evictor, Pacer, decide
 from watchdog.config.action import ActionPolicy
 from watchdog.model import EvictionResult as R
 from watchdog.model import FindingKind as K
-from watchdog.model import Mode, PodRef
+from watchdog.model import Mode, PodInfo, PodRef
 
 
 @dataclass
@@ -32,6 +32,14 @@ class RecordingApi:
     evictions: list = field(default_factory=list)
     events: list = field(default_factory=list)
     raise_on_evict: bool = False
+    pods: dict = field(default_factory=dict)  # "ns/name" → PodInfo (or None: gone) the re-read before a send gets
+    gets: list = field(default_factory=list)
+
+    async def get_pod(self, namespace: str, name: str):
+        """By default the pod as action_builders.pod() made it: live, unprotected, the same uid."""
+        self.gets.append(f"{namespace}/{name}")
+        default = PodInfo(uid=f"uid-{namespace}-{name}", namespace=namespace, name=name)
+        return self.pods.get(f"{namespace}/{name}", default)
 
     async def evict(self, pod: PodRef, *, dry_run: bool, grace_seconds=None):
         self.evictions.append((pod.key, dry_run, grace_seconds))
@@ -41,8 +49,10 @@ class RecordingApi:
             return Reply(R.DRY_RUN)
         return self.answer
 
-    async def record_event(self, pod, *, reason, message, type="Warning", action="Evict", component, host):
-        self.events.append({"pod": pod.key, "reason": reason, "message": message, "type": type, "host": host})
+    async def record_event(self, pod, *, reason, message, type="Warning", action="Evict", component, host,
+                           tenant=None, owner_kind=None):
+        self.events.append({"pod": pod.key, "reason": reason, "message": message, "type": type, "host": host,
+                            "tenant": tenant, "owner_kind": owner_kind})
         return True
 
 
@@ -61,11 +71,27 @@ def world():
     return findings, attribution(culprit, victim)
 
 
-def stage(mode: str, api, *, paused=lambda: False, **policy):
+class Gate:
+    """A kill switch whose state the test sets (KillSwitch's own behaviour is tested in test_action_killswitch)."""
+
+    def __init__(self, on: bool = False) -> None:
+        self.switched_on = on
+        self.confirms = 0
+
+    async def confirm(self) -> str | None:
+        self.confirms += 1
+        return "kill switch is on" if self.switched_on else None
+
+
+def stage(mode: str, api, *, kill_switch=None, **policy):
+    """A stage whose agent started long enough before the clock's 1 000 s for its bucket (empty at process start) to
+    have filled."""
     stream = io.StringIO()
     clock = Clock()
     p = ActionPolicy.model_validate({"mode": mode, "interference": {"for_seconds": 0}, **policy})
-    s = ActionStage(p, api, clock=clock, audit=AuditLog(stream=stream), node="node-1", paused=paused)
+    clock.now -= 2 * p.node_eviction_burst * 60.0 / p.node_evictions_per_minute
+    s = ActionStage(p, api, clock=clock, audit=AuditLog(stream=stream), node="node-1", kill_switch=kill_switch)
+    clock.now = 1_000.0
     return s, stream, clock
 
 
@@ -139,11 +165,11 @@ async def test_raising_client_is_an_error_not_a_crash(world):
 
 async def test_kill_switch_pauses_and_costs_no_token(world):
     api = RecordingApi()
-    paused = [True]
-    s, _, _ = stage("enforce", api, paused=lambda: paused[0])
+    gate = Gate(on=True)
+    s, _, _ = stage("enforce", api, kill_switch=gate)
     assert [o.result for o in await s.run_cycle(*world)] == [R.PAUSED]
     assert api.evictions == [] and api.events == []
-    paused[0] = False
+    gate.switched_on = False
     assert [o.result for o in await s.run_cycle(*world)] == [R.EVICTED]
 
 
@@ -196,7 +222,7 @@ async def test_evictor_directly_with_prepared_decisions(world):
     api = RecordingApi()
     policy = ActionPolicy(mode=Mode.ENFORCE)
     evictor = Evictor(api, policy=policy, pacer=Pacer(policy), audit=AuditLog(stream=io.StringIO()),
-                      clock=Clock(), node="n")
+                      clock=Clock(), node="n", kill_switch=None)
     decisions = decide(world[0], world[1], policy=policy, now=0.0)
     assert [o.result for o in await evictor.act(decisions)] == [R.EVICTED]
 
@@ -317,5 +343,6 @@ async def test_a_gone_pod_is_not_posted_again_until_forgotten():
     replacement = replace(culprit, uid="uid-of-the-replacement")
     renewed = ([finding(culprit=replacement, victims=(victim,))], attribution(replacement, victim))
     api.answer = Reply(R.EVICTED)
+    api.pods["b/batch"] = replacement  # what the API server now has under that name
     clock.now += 1
     assert [o.result for o in await s.run_cycle(*renewed)] == [R.EVICTED]  # another pod, same name: not "gone"

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import io
 
+import pytest
+
 from action_builders import attribution, finding, pod
-from watchdog.action import ActionStage, AuditLog, KillSwitch
+from watchdog.action import ActionStage, AuditLog, Evictor, KillSwitch, Pacer
 from watchdog.config.action import ActionPolicy
 from watchdog.config.action import KillSwitch as KillSwitchSettings
 from watchdog.model import EvictionResult as R
-from watchdog.model import PodRef
+from watchdog.model import PodInfo, PodRef
 
 
 class Reader:
@@ -48,7 +50,11 @@ class Api:
 
         return Reply()
 
-    async def record_event(self, pod, *, reason, message, type="Warning", action="Evict", component, host):
+    async def get_pod(self, namespace: str, name: str):
+        return PodInfo(uid=f"uid-{namespace}-{name}", namespace=namespace, name=name)  # as action_builders made it
+
+    async def record_event(self, pod, *, reason, message, type="Warning", action="Evict", component, host,
+                           tenant=None, owner_kind=None):
         self.events.append(reason)
         return True
 
@@ -64,9 +70,13 @@ def world(*, since: float = 0.0):
 
 
 def stage(api, gate: KillSwitch, mode: str = "enforce", *, clock=None, **policy):
+    """A stage whose agent started long enough ago for its bucket (empty at process start) to have filled."""
     p = ActionPolicy.model_validate({"mode": mode, "interference": {"for_seconds": 0}, **policy})
     audit = io.StringIO()
-    s = ActionStage(p, api, clock=clock or Clock(), audit=AuditLog(stream=audit), node="n", kill_switch=gate)
+    clock = clock or Clock()
+    clock.now -= 2 * p.node_eviction_burst * 60.0 / p.node_evictions_per_minute
+    s = ActionStage(p, api, clock=clock, audit=AuditLog(stream=audit), node="n", kill_switch=gate)
+    clock.now += 2 * p.node_eviction_burst * 60.0 / p.node_evictions_per_minute
     return s, audit
 
 
@@ -85,7 +95,9 @@ async def test_a_switch_that_cannot_be_read_never_lets_a_send_through():
         outcomes = await s.run_cycle(*world())
         assert [o.result for o in outcomes] == [R.PAUSED]
         assert outcomes[0].detail.startswith("kill switch unknown")
-    assert api.evictions == [] and api.events == [] and gate.failures == 3
+    # Changed (finding 6): this asserted failures == 3, one ConfigMap GET per cycle while the switch stays unreadable
+    # (600 GETs in 600 one-second cycles). After a failed read the next GET waits refresh_seconds.
+    assert api.evictions == [] and api.events == [] and gate.failures == 1 and gate.reads == 1
     assert s.counts == {("paused", "interference", "b"): 1}  # a standing refusal: counted once
 
 
@@ -131,6 +143,7 @@ async def test_stale_after_n_refresh_periods():
     reader.answers = [None]
     assert await gate.confirm() is not None  # still failing: nothing goes
     reader.answers = [False]
+    clock.now += 10  # (finding 6) the next read waits a refresh period after the failed one
     assert await gate.confirm() is None and not gate.unknown
 
 
@@ -177,14 +190,55 @@ async def test_another_configmap_is_unknown_until_read():
     assert gate.unknown  # same ConfigMap: nothing new learned, nothing forgotten
 
 
-async def test_a_bound_paused_method_brings_its_switch_along():
-    """Callers that pass `paused=switch.paused` (the service, the controller) get the re-read before a send."""
-    reader = Reader(False)
-    gate = switch(reader)
-    await gate.refresh()
-    reader.answers = [True]
+async def test_the_switch_is_an_explicit_argument_never_guessed():
+    """Changed (finding 11): `paused=switch.paused` used to bring its switch along by introspecting the bound method;
+    the switch is now a required keyword (None: no switch configured) and `paused=` is gone."""
     p = ActionPolicy.model_validate({"mode": "enforce", "interference": {"for_seconds": 0}})
+    gate = switch(Reader(False))
+    with pytest.raises(TypeError):
+        ActionStage(p, Api(), clock=Clock(), audit=AuditLog(stream=io.StringIO()), node="n")  # type: ignore[call-arg]
+    with pytest.raises(TypeError):
+        ActionStage(p, Api(), clock=Clock(), audit=AuditLog(stream=io.StringIO()), node="n",
+                    paused=gate.paused)  # type: ignore[call-arg]
+    with pytest.raises(TypeError):
+        Evictor(Api(), policy=p, pacer=Pacer(p), audit=AuditLog(stream=io.StringIO()), clock=Clock(),
+                node="n")  # type: ignore[call-arg]
+
+
+async def test_an_unreadable_switch_is_read_once_per_refresh_period_not_once_per_cycle():
+    """Finding 6: PAUSED takes no token, so every cycle used to re-read the ConfigMap (600 GETs in 600 one-second
+    cycles on an API server that is already failing); now a failed read waits refresh_seconds before the next."""
+    clock = Clock()
+    reader = Reader(None)  # 403 / 5xx / timeout, for good
+    gate = switch(reader, clock, refresh_seconds=10)
     api = Api()
-    s = ActionStage(p, api, clock=Clock(), audit=AuditLog(stream=io.StringIO()), node="n", paused=gate.paused)
-    assert [o.result for o in await s.run_cycle(*world())] == [R.PAUSED]
-    assert api.evictions == []
+    s, _ = stage(api, gate, clock=clock)
+    results = set()
+    for _ in range(600):
+        results.update(o.result for o in await s.run_cycle(*world()))
+        clock.now += 1.0
+    assert results == {R.PAUSED} and api.evictions == []
+    assert len(reader.calls) == 60 and gate.failures == 60
+    reader.answers = [False]  # readable again: the next read after the period lets sends through
+    clock.now += 10.0
+    assert [o.result for o in await s.run_cycle(*world())] == [R.EVICTED]
+
+
+async def test_a_failed_read_holds_confirm_for_a_refresh_period_even_with_a_fresh_good_read_behind_it():
+    clock = Clock()
+    reader = Reader(False)
+    gate = switch(reader, clock, refresh_seconds=10)
+    await gate.refresh()
+    reader.answers = [None]
+    assert await gate.refresh() is False and not gate.unknown  # the watcher's read fails; the last good one holds
+    assert (await gate.confirm()).startswith("kill switch unknown: the last read")  # no GET: it failed just now
+    assert len(reader.calls) == 2
+    reader.answers = [False]
+    clock.now += 10.0
+    assert await gate.confirm() is None and len(reader.calls) == 3
+    gate.set_settings(KillSwitchSettings(name="other"), namespace="gpu-watchdog")  # another ConfigMap: read at once
+    reader.answers = [None]
+    await gate.confirm()
+    reader.answers = [False]
+    gate.set_settings(KillSwitchSettings(name="third"), namespace="gpu-watchdog")
+    assert await gate.confirm() is None and len(reader.calls) == 5

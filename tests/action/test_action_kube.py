@@ -48,11 +48,21 @@ def world(server: FakeApiServer):
     return [finding(culprit=culprit, victims=(victim,), since=0.0)], attribution
 
 
-def stage(mode: str, kube: KubeEvictions, *, paused=lambda: False, **policy):
+def started(policy: ActionPolicy, clock: Clock, **kwargs) -> ActionStage:
+    """An ActionStage whose agent started long enough before `clock.now` for its bucket (empty at process start) to
+    have filled."""
+    warm_up = 2 * policy.node_eviction_burst * 60.0 / policy.node_evictions_per_minute  # full, float error or not
+    clock.now -= warm_up
+    s = ActionStage(policy, clock=clock, node="node-1", **kwargs)
+    clock.now += warm_up
+    return s
+
+
+def stage(mode: str, kube: KubeEvictions, *, kill_switch=None, **policy):
     clock = Clock()
     audit = io.StringIO()
     p = ActionPolicy.model_validate({"mode": mode, "interference": {"for_seconds": 0}, **policy})
-    s = ActionStage(p, kube, clock=clock, audit=AuditLog(stream=audit), node="node-1", paused=paused)
+    s = started(p, clock, api=kube, audit=AuditLog(stream=audit), kill_switch=kill_switch)
     return s, clock, audit
 
 
@@ -137,8 +147,12 @@ async def test_missing_pod_is_gone(cluster):
     ghost, web = pod("ghost", ns="team-b", priority=1), pod_info(server.get_pod("team-a", "web"))
     attribution = Attribution(pods={ghost.uid: ghost, web.uid: web})  # the cache still has a pod the API lost
     s, _, _ = stage("enforce", kube)
+    server.requests.clear()
     outcomes = await s.run_cycle([finding(culprit=ghost, victims=(web,))], attribution)
-    assert [(o.result, o.http_status) for o in outcomes] == [(R.GONE, 404)]
+    # Changed (finding 12): this was (GONE, 404), learnt from the eviction POST; the pod is now re-read right before
+    # the send, and a pod the API server no longer has is GONE without any POST.
+    assert [(o.result, o.http_status) for o in outcomes] == [(R.GONE, None)]
+    assert [(method, path) for method, path, _ in server.requests] == [("GET", "/api/v1/namespaces/team-b/pods/ghost")]
     assert events(server, "GpuWatchdogEvicted") == []
 
 
@@ -172,7 +186,7 @@ async def test_kill_switch_configmap_pauses_every_send(cluster):
     assert await switch.refresh() is False  # no ConfigMap: not paused
     server.set_config_map("gpu-watchdog", switch_settings.name, {"paused": "true"})
     assert await switch.refresh() is True
-    s, _, audit = stage("enforce", kube, paused=switch.paused)
+    s, _, audit = stage("enforce", kube, kill_switch=switch)
     server.requests.clear()
     assert [o.result for o in await s.run_cycle(*world(server))] == [R.PAUSED]
     assert evictions(server) == [] and json.loads(audit.getvalue())["result"] == "paused"
@@ -209,10 +223,9 @@ async def test_every_mode_and_answer_over_http(cluster, mode, reply):
         server.add_pdb(namespace="team-b", name="one", selector={"app": "batch"}, max_unavailable=1)
         server.add_pdb(namespace="team-b", name="two", selector={"app": "batch"}, max_unavailable=1)
     elif reply == "not_found":
-        ghost = pod("batch", ns="team-b", priority=1)  # the cache's pod; the API server has never seen this uid
+        # The pod is there when re-read, and gone by the POST (a pod whose uid the server never saw is now GONE
+        # before any POST: test_missing_pod_is_gone).
         server.fail_next(status=404, path_prefix=eviction_path)
-        findings = [finding(culprit=ghost, victims=findings[0].victims, since=0.0)]
-        attribution = Attribution(pods={**attribution.pods, ghost.uid: ghost})
     elif reply == "forbidden":
         server.fail_next(status=403, path_prefix=eviction_path)
     elif reply == "server_error":
@@ -220,8 +233,15 @@ async def test_every_mode_and_answer_over_http(cluster, mode, reply):
     impatient = None
     if reply == "timeout":
         impatient = KubeApi.from_url(server.url, timeout=0.2)
+        patient = kube
+
+        async def reread_then_slow_down(namespace: str, name: str):
+            found = await patient.get_pod(namespace, name)  # the re-read before the send is answered at once…
+            server.delay(2.0)  # …and the eviction POST times out
+            return found
+
         kube = KubeEvictions(impatient)
-        server.delay(2.0)
+        kube.get_pod = reread_then_slow_down
     try:
         s, _, audit = stage(mode, kube)
         server.requests.clear()
@@ -256,8 +276,7 @@ async def test_a_flipped_configmap_pauses_the_very_next_send(cluster):
                                           "pod_cooldown_seconds": 0, "tenant_cooldown_seconds": 0,
                                           "node_evictions_per_minute": 600})
     clock = Clock()
-    s = ActionStage(policy, kube, clock=clock, audit=AuditLog(stream=io.StringIO()), node="node-1",
-                    kill_switch=switch)
+    s = started(policy, clock, api=kube, audit=AuditLog(stream=io.StringIO()), kill_switch=switch)
     findings, attribution = world(server)
     assert [o.result for o in await s.run_cycle(findings, attribution)] == [R.DRY_RUN]
     server.set_config_map("gpu-watchdog", settings.name, {"paused": "true"})  # well within the 10 s refresh
@@ -272,14 +291,16 @@ async def test_a_flipped_configmap_pauses_the_very_next_send(cluster):
 
 async def test_an_unreadable_configmap_sends_nothing(cluster):
     server, kube = cluster
-    switch = KillSwitch(kube, settings=ActionPolicy().kill_switch, namespace="gpu-watchdog")
+    clock = Clock()
+    switch = KillSwitch(kube, settings=ActionPolicy().kill_switch, namespace="gpu-watchdog", clock=clock)
     server.fail_next(3, status=403, path_prefix="/api/v1/namespaces/gpu-watchdog/configmaps")
     assert await switch.refresh() is False and switch.unknown and switch.failures == 1
-    s, clock, _ = stage("enforce", kube, paused=switch.paused)
-    for _ in range(2):
+    s, stage_clock, _ = stage("enforce", kube, kill_switch=switch)
+    for _ in range(3):  # the first cycle reads nothing: the failed read is not a refresh period old yet
         outcomes = await s.run_cycle(*world(server))
         assert outcomes[0].result is R.PAUSED and outcomes[0].detail.startswith("kill switch unknown")
-        clock.now += 1.0
+        clock.now += 10.0  # changed (finding 6): a failed read is retried a refresh period later, not every cycle
+        stage_clock.now += 10.0
     assert evictions(server) == [] and switch.failures == 3
     assert [o.result for o in await s.run_cycle(*world(server))] == [R.EVICTED]  # readable (absent) again
 

@@ -198,3 +198,87 @@ def test_an_api_rate_limit_takes_a_token_and_backs_the_pod_off_for_retry_after()
     assert pacer.tokens(0.0) == 4.0
     assert cycle(pacer, findings, attr, 44.0) == [R.COOLDOWN]
     assert cycle(pacer, findings, attr, 45.0) == [None]
+
+
+# ------------------------------------------------------------------ restarts and lineages (findings 5, 13)
+
+
+def test_a_pacer_started_at_process_start_has_an_empty_bucket():
+    pacer = Pacer(policy(), started=100.0)  # 2/min, burst 1
+    findings, attr = setup()
+    assert pacer.tokens(100.0) == 0.0
+    assert cycle(pacer, findings, attr, 129.0) == [R.RATE_LIMITED]
+    assert cycle(pacer, findings, attr, 130.0) == [None]  # the first send after 1/rate
+    assert Pacer(policy()).tokens(0.0) == 1.0  # a replay's pacer (no start) begins full, as before
+
+
+def rs_pod(name: str, **fields):
+    return pod(name, ns="ml", owner_kind="ReplicaSet", **fields)
+
+
+def evict_each(pacer: Pacer, pods, victim, *, at: float) -> list:
+    """One cycle per pod at `at`: its finding, decided and paced, recorded as evicted when let through."""
+    results = []
+    for p in pods:
+        f = finding(culprit=p, victims=(victim,), key="f")
+        results.append(cycle(pacer, [f], attribution(p, victim), at, result=R.EVICTED)[0])
+    return results
+
+
+def test_a_replicaset_replacement_waits_out_a_doubling_workload_cooldown():
+    p = policy(pod_cooldown_seconds=600, tenant_cooldown_seconds=300, node_evictions_per_minute=600,
+               node_eviction_burst=5, owner_cooldown_max_seconds=2400, owner_repeat_window_seconds=3600)
+    pacer = Pacer(p)
+    victim = pod("v", priority=100)
+    replicas = [rs_pod(f"train-5d8f9c7b6-{suffix}") for suffix in ("bcdfg", "hjklm", "npqrs", "tvwxz", "24567")]
+    # Keyed by name alone the replacement only waited the 300 s tenant cooldown: evicted every 5 min forever.
+    assert evict_each(pacer, replicas[:1], victim, at=0.0) == [None]
+    assert evict_each(pacer, replicas[1:2], victim, at=599.0) == [R.COOLDOWN]
+    assert evict_each(pacer, replicas[1:2], victim, at=600.0) == [None]  # second: 1 200 s now
+    assert evict_each(pacer, replicas[2:3], victim, at=1799.0) == [R.COOLDOWN]
+    assert evict_each(pacer, replicas[2:3], victim, at=1800.0) == [None]  # third: 2 400 s (the cap)
+    assert evict_each(pacer, replicas[3:4], victim, at=4199.0) == [R.COOLDOWN]
+    assert evict_each(pacer, replicas[3:4], victim, at=4200.0) == [None]  # fourth: still 2 400 s, capped
+    # Quiet for longer than the window after the cooldown: the next one counts as a first again (600 s).
+    later = 4200.0 + 2400.0 + 3600.0
+    assert evict_each(pacer, replicas[4:5], victim, at=later) == [None]
+    f = finding(culprit=replicas[0], victims=(victim,), key="f")
+    assert cycle(pacer, [f], attribution(replicas[0], victim), later + 600.0) == [None]
+
+
+def test_other_workloads_and_name_owned_pods_have_their_own_lineage():
+    p = policy(pod_cooldown_seconds=600, tenant_cooldown_seconds=0, node_evictions_per_minute=600,
+               node_eviction_burst=5)
+    pacer = Pacer(p)
+    victim = pod("v", priority=100)
+    assert evict_each(pacer, [rs_pod("train-5d8f9c7b6-bcdfg")], victim, at=0.0) == [None]
+    others = [
+        rs_pod("serve-6c7d8f9b5-bcdfg"),  # another ReplicaSet
+        pod("train-5d8f9c7b6-fghjk", ns="other", owner_kind="ReplicaSet"),  # the same name in another namespace
+        pod("train-5d8f9c7b6-hjklm", ns="ml", owner_kind="StatefulSet"),  # a StatefulSet keeps its pods' names
+        pod("train-5d8f9c7b6-npqrs", ns="ml"),  # a bare pod is its own lineage
+        rs_pod("train-5d8f9c7b6-AAAAA"),  # not a generated suffix (upper case): its own name
+    ]
+    assert evict_each(pacer, others, victim, at=1.0) == [None] * 5
+
+
+def test_restore_starts_the_cooldowns_of_past_attempts_in_order():
+    from watchdog.action import PastAttempt
+    from watchdog.model import PodRef
+
+    p = policy(pod_cooldown_seconds=600, tenant_cooldown_seconds=300, evicted_memory_seconds=300,
+               node_evictions_per_minute=600, node_eviction_burst=5)
+    pacer = Pacer(p, started=1_000.0)
+    past = [
+        PastAttempt(PodRef("ml", "train-5d8f9c7b6-fghjk", "u2"), R.EVICTED, 900.0, "ml", "ReplicaSet"),
+        PastAttempt(PodRef("ml", "train-5d8f9c7b6-bcdfg", "u1"), R.EVICTED, 100.0, "ml", "ReplicaSet"),
+        PastAttempt(PodRef("ml", "x", "u3"), R.BLOCKED_PDB, 950.0),  # not an attempt that went through
+    ]
+    assert pacer.restore(past) == 2
+    assert pacer.tokens(1_000.0) == 0.0  # restoring takes no token and gives none
+    victim = pod("v", priority=100)
+    replacement = rs_pod("train-5d8f9c7b6-lmnpq")
+    f = finding(culprit=replacement, victims=(victim,), key="f")
+    # The second eviction (at 900, a repeat of the one at 100) set a 1 200 s workload cooldown: until 2 100.
+    assert cycle(pacer, [f], attribution(replacement, victim), 2_099.0) == [R.COOLDOWN]
+    assert cycle(pacer, [f], attribution(replacement, victim), 2_100.0) == [None]

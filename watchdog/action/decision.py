@@ -114,6 +114,9 @@ def _quota(finding: Finding, attribution: Attribution, policy: ActionPolicy) -> 
     if tenant is None:
         return _stop(finding, EvictionResult.UNSAFE, "quota finding names no tenant and no known culprit")
     candidates = [pod for pod in attribution.pods.values() if tenant_of(pod, policy) == tenant]
+    if candidates and not finding.usage:
+        # Without per-pod use every pod of the tenant would look alike, a CPU-only one included: never guess.
+        return _stop(finding, EvictionResult.UNSAFE, f"quota finding for tenant {tenant} names no pod's use")
     candidates.sort(key=lambda p: (p.priority, -_use(finding, p), -p.created))
     protects = [v for v in (attribution.pod(ref) for ref in finding.victims) if v is not None and v.live]
     return _first_fit(
@@ -163,7 +166,8 @@ def _first_fit(
     first_blocker: Decision | None = None
     for pod in ranked:
         use = _use(finding, pod)
-        frees_enough = use >= finding.needed if finding.needed is not None else (use > 0 or not finding.usage)
+        # A pod that uses none of the contended resource frees nothing, whatever `needed` says (0 included).
+        frees_enough = use > 0 and (finding.needed is None or use >= finding.needed)
         if pod.deleting and frees_enough:
             # Its resources are about to be freed: evicting another pod now could over-evict.
             return _stop(finding, EvictionResult.ALREADY_EVICTED, f"{pod.namespace}/{pod.name} is terminating", pod)
@@ -185,6 +189,8 @@ def _first_fit(
         return _go(finding, pod, protects=protects)
     if first_blocker:
         return first_blocker
+    if finding.needed is None:
+        return _stop(finding, EvictionResult.NOT_ENOUGH, f"no candidate uses any {finding.resource}")
     return _stop(finding, EvictionResult.NOT_ENOUGH, f"no single pod frees the {finding.needed} needed")
 
 

@@ -8,6 +8,13 @@ and counts every result. Every decision it is handed ends with exactly one resul
 observe sends nothing; dry-run sends only dryRun=All (the PDB check still runs server-side, so the answer says
 whether the eviction would be allowed — kubernetes-and-friends.md §1); enforce evicts. Right before each send the
 kill switch is re-read (`SendGate.confirm`), so an operator's pause stops the very next request.
+
+A decision is older than its send: it was made on the pod cache (whose watch may have stalled for up to its idle
+limit, 150 s) and before the awaits of the send itself (the kill-switch GET, the pod GET), during which a policy
+reload may land. So, with `recheck_pods`, the pod is read once more just before the request, and after the last
+await the CURRENT policy is applied again: observe mode sends nothing, a pod protected now (annotation, namespace,
+priority floor), terminating, ended or replaced (another uid) is not sent for. A reload never escalates a decision
+already in flight: dry-run at decision time stays dry-run.
 """
 
 from __future__ import annotations
@@ -18,9 +25,10 @@ from dataclasses import replace
 from typing import Callable, Iterable, Mapping, Protocol
 
 from watchdog.action.audit import AuditLog, audit_record
+from watchdog.action.eligibility import Refusal, protection, refusal
 from watchdog.action.pacing import Pacer
 from watchdog.config.action import ActionPolicy
-from watchdog.model import ActionOutcome, Decision, EvictionRequest, EvictionResult, Mode, PodRef
+from watchdog.model import ActionOutcome, Decision, EvictionRequest, EvictionResult, Mode, PodInfo, PodRef
 
 log = logging.getLogger(__name__)
 
@@ -60,9 +68,12 @@ class SendGate(Protocol):
 
 
 class EvictionApi(Protocol):
-    """The slice of watchdog.kube.KubeEvictions the evictor needs; tests use an in-memory one."""
+    """The slice of watchdog.kube.KubeEvictions the evictor needs; tests use an in-memory one. `get_pod` is only
+    called with `recheck_pods` (it raises when the pod cannot be read, answers None when it does not exist)."""
 
     async def evict(self, pod: PodRef, *, dry_run: bool, grace_seconds: int | None = None) -> EvictionReplyLike: ...
+
+    async def get_pod(self, namespace: str, name: str) -> PodInfo | None: ...
 
     async def record_event(
         self,
@@ -74,6 +85,8 @@ class EvictionApi(Protocol):
         action: str = "Evict",
         component: str,
         host: str,
+        tenant: str | None = None,
+        owner_kind: str | None = None,
     ) -> bool: ...
 
 
@@ -89,22 +102,21 @@ class Evictor:
         audit: AuditLog,
         clock: Callable[[], float],
         node: str,
-        paused: Callable[[], bool] = lambda: False,
-        kill_switch: SendGate | None = None,
+        kill_switch: SendGate | None,
+        recheck_pods: bool = False,
         component: str = COMPONENT,
     ) -> None:
+        """`kill_switch`: the gate asked before every decision and re-read before every send; None means no switch
+        is configured (never paused) and must be said explicitly. `recheck_pods`: GET each pod right before its
+        request and decide again on what the API server has now (the agent, whose pods come from a watch cache)."""
         self._api = api
         self._policy = policy
         self._pacer = pacer
         self._audit = audit
         self._clock = clock
         self._node = node
-        self._paused = paused
-        # Callers that hand over `switch.paused` (a bound KillSwitch method) get the re-read before each send too.
-        owner = getattr(paused, "__self__", None)
-        if kill_switch is None and callable(getattr(owner, "confirm", None)) and hasattr(owner, "switched_on"):
-            kill_switch = owner
         self._kill_switch = kill_switch
+        self._recheck_pods = recheck_pods
         self._component = component
         self._counts: Counter[tuple[str, str, str]] = Counter()
         self._error_streak = 0
@@ -163,7 +175,18 @@ class Evictor:
         blocked = await self._confirm_switch()
         if blocked:
             return self._account(decision, EvictionResult.PAUSED, detail=blocked, now=self._clock(), mode=mode)
-        result, status, detail, retry_after = await self._send(request, dry_run=mode is Mode.DRY_RUN)
+        fresh: PodInfo | None = None
+        if self._recheck_pods:
+            fresh, failure = await self._reread(request)
+            if failure is not None:
+                return self._failed_reread(decision, failure, mode=mode)
+        # No await from here to the POST: what is checked now is what the request goes out under.
+        stopped = self._stopped_since_decided(decision, fresh, mode=mode)
+        if stopped is not None:
+            return stopped
+        dry_run = mode is Mode.DRY_RUN or self._policy.mode is Mode.DRY_RUN
+        mode = Mode.DRY_RUN if dry_run else Mode.ENFORCE
+        result, status, detail, retry_after = await self._send(request, dry_run=dry_run)
         now = self._clock()
         self._pacer.record(request, result, now=now, retry_after=retry_after)
         self._note_errors(result, now, retry_after)
@@ -178,9 +201,50 @@ class Evictor:
 
     def _switched_on(self) -> bool:
         """The pause as last known, without a read: for every decision, including observe mode's."""
-        if self._kill_switch is not None:
-            return self._kill_switch.switched_on
-        return self._paused()
+        return self._kill_switch is not None and self._kill_switch.switched_on
+
+    async def _reread(self, request: EvictionRequest) -> tuple[PodInfo | None, str | None]:
+        """The pod as the API server has it now (None: it no longer exists), or why it could not be read."""
+        assert self._api is not None
+        try:
+            return await self._api.get_pod(request.pod.namespace, request.pod.name), None
+        except Exception as exc:  # the client raises KubeError; anything else is a failure too, never a crash
+            log.warning("re-reading %s before sending raised: %r", request.pod.key, exc)
+            return None, f"could not re-read the pod before sending: {exc}"
+
+    def _failed_reread(self, decision: Decision, failure: str, *, mode: Mode) -> ActionOutcome | None:
+        """A pod that cannot be read is not sent for; it is an API error, backed off like a failed eviction."""
+        assert decision.request is not None
+        now = self._clock()
+        self._pacer.record(decision.request, EvictionResult.ERROR, now=now)
+        self._note_errors(EvictionResult.ERROR, now, None)
+        return self._account(decision, EvictionResult.ERROR, detail=failure, now=now, mode=mode)
+
+    def _stopped_since_decided(self, decision: Decision, fresh: PodInfo | None, *, mode: Mode) -> ActionOutcome | None:
+        """The outcome when the policy as it is now, or the pod as re-read, no longer allows the send; else None."""
+        request = decision.request
+        assert request is not None
+        policy = self._policy
+        now = self._clock()
+        if policy.mode is Mode.OBSERVE:
+            self._pacer.record(request, EvictionResult.OBSERVED, now=now)
+            detail = "observe mode (policy reloaded before the send): nothing sent"
+            return self._account(decision, EvictionResult.OBSERVED, detail=detail, now=now, mode=Mode.OBSERVE,
+                                 sent=True)
+        refused = _request_refusal(request, policy)
+        if self._recheck_pods:
+            if fresh is None or (request.pod.uid and fresh.uid != request.pod.uid):
+                what = "no longer exists" if fresh is None else f"was replaced (uid {fresh.uid})"
+                self._pacer.record(request, EvictionResult.GONE, now=now)
+                detail = f"re-read before sending: {request.pod.key} {what}"
+                return self._account(decision, EvictionResult.GONE, detail=detail, now=now, mode=mode)
+            self._pacer.learn(fresh)
+            refused = refusal(fresh, policy) or refused
+        if refused is None:
+            return None
+        self._pacer.hold(request, now=now)  # its stale decision comes back next cycle: not one GET per cycle
+        detail = f"re-checked before sending: {refused.detail}"
+        return self._account(decision, refused.result, detail=detail, now=now, mode=mode)
 
     async def _confirm_switch(self) -> str | None:
         """Right before a send: re-read the switch; an unknown or unreadable switch stops the send."""
@@ -243,6 +307,8 @@ class Evictor:
                 action="Evict",
                 component=self._component,
                 host=self._node,
+                tenant=self._pacer.tenant(request.pod.key) or request.pod.namespace,
+                owner_kind=self._pacer.owner_kind(request.pod.key),
             )
         except Exception as exc:
             log.warning("event for %s raised: %r", request.pod.key, exc)
@@ -278,6 +344,14 @@ class Evictor:
         if result in (EvictionResult.EVICTED, EvictionResult.DRY_RUN, EvictionResult.BLOCKED_PDB, EvictionResult.ERROR):
             log.info("eviction %s %s/%s: %s", result.value, namespace, decision.pod, detail)
         return outcome
+
+
+def _request_refusal(request: EvictionRequest, policy: ActionPolicy) -> Refusal | None:
+    """What the current policy refuses from the request alone (its namespace and priority), with no pod re-read."""
+    stand_in = PodInfo(uid=request.pod.uid, namespace=request.pod.namespace, name=request.pod.name,
+                       priority=request.priority)
+    protected = protection(stand_in, policy)
+    return Refusal(EvictionResult.PROTECTED, protected) if protected else None
 
 
 def _with_result(decision: Decision, result: EvictionResult, detail: str) -> Decision:

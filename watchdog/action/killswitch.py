@@ -8,6 +8,9 @@ A ConfigMap that does not exist (404) is a good read meaning "not paused": the s
 Two readers keep it current: `watcher()` re-reads it every `refresh_seconds` so `paused()` and the exported state
 stay fresh, and the evictor calls `confirm()` just before it sends a request, so a pause takes effect on the very
 next send rather than up to a refresh period later (sends are rate-limited, so this costs one GET per attempt).
+After a failed read, `confirm()` answers "unknown" without another GET until `refresh_seconds` have passed since
+that failure: PAUSED takes no token, so without this an unreadable switch (a missing RBAC rule, an API server in
+trouble) would cost one GET per cycle per node, on the API server least able to take it.
 `reads`, `failures` and `last_success` are kept for the exporter.
 """
 
@@ -52,6 +55,7 @@ class KillSwitch:
         self.reads = 0
         self.failures = 0
         self.last_success: float | None = None  # clock() of the last good read; None until there is one
+        self._failed_at: float | None = None  # clock() of the latest read, when it failed; None after a good one
         self._failing = False  # log a failing switch once per outage, not every refresh
 
     @property
@@ -71,6 +75,7 @@ class KillSwitch:
         self._namespace = settings.namespace or namespace
         if changed:
             self.last_success = None  # another ConfigMap: what we knew of the old one says nothing about it
+            self._failed_at = None  # and its failures say nothing either: read the new one at the next chance
 
     def blocking_reason(self) -> str | None:
         """Why nothing may be sent now (paused, never read, or stale), or None when sends may go."""
@@ -106,6 +111,11 @@ class KillSwitch:
         """Re-read the switch right before a send: None when the send may go, else why not (a failed read stops it)."""
         if not self.active:
             return None
+        if self._failed_at is not None:
+            since = self._clock() - self._failed_at
+            if since < self._settings.refresh_seconds:
+                wait = self._settings.refresh_seconds - since
+                return f"{UNKNOWN}: the last read of {self._where} failed {since:.0f}s ago (next try in {wait:.0f}s)"
         if not await self._read():
             return f"{UNKNOWN}: {self._where} could not be read just before sending"
         return self.blocking_reason()
@@ -134,11 +144,13 @@ class KillSwitch:
         self.reads += 1
         if state is None:
             self.failures += 1
+            self._failed_at = self._clock()
             if not self._failing:
                 log.warning("cannot read the kill switch %s: evictions hold once it is unknown", self._where)
             self._failing = True
             return False
         self._failing = False
+        self._failed_at = None
         if state != self._paused:
             log.warning("kill switch %s: evictions %s", self._where, "PAUSED" if state else "resumed")
         self._paused = state

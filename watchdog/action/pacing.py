@@ -7,6 +7,12 @@ tested on a simulated clock. PURE: no I/O, no asyncio; the clock is an argument.
 
 `pace()` only checks; `record()` is where an attempt takes its token and starts its cooldowns, so a cycle that is
 paused (kill switch) or never sent costs nothing.
+
+A restart must not be a way around any of this. A pacer built with `started=<clock now>` (what the agent's
+ActionStage does at process start) begins with an EMPTY bucket: its first send waits 1/rate (30 s at the default
+2/min), so an agent in a crash loop cannot evict once per restart. `restore()` replays the attempts the cluster
+remembers (the agent's own Events) into the cooldowns, the evicted-pod memory and the lineage memory. A pacer built
+without `started` (replays, `plan()`) begins full, as an agent that has been running a while.
 """
 
 from __future__ import annotations
@@ -15,8 +21,9 @@ from dataclasses import dataclass, replace
 from typing import Iterable, Mapping
 
 from watchdog.action.eligibility import tenant_of
+from watchdog.action.lineage import Lineage, lineage_key, next_lineage
 from watchdog.config.action import ActionPolicy
-from watchdog.model import Attribution, Decision, EvictionRequest, EvictionResult, Finding
+from watchdog.model import Attribution, Decision, EvictionRequest, EvictionResult, Finding, PodInfo, PodRef
 
 # Results that went to (or, in observe mode, stood for) a real API call: they take a token.
 ATTEMPTS = frozenset(
@@ -35,11 +42,13 @@ ATTEMPTS = frozenset(
 RETRIED = frozenset(
     {EvictionResult.BLOCKED_PDB, EvictionResult.BLOCKED, EvictionResult.ERROR, EvictionResult.RATE_LIMITED}
 )
+# Attempts that went through (or, by mode, stand for one that would have): they start every cooldown.
+DONE = frozenset({EvictionResult.EVICTED, EvictionResult.DRY_RUN, EvictionResult.OBSERVED})
 
 
 @dataclass(slots=True)
 class TokenBucket:
-    """`rate_per_second` tokens accrue up to `capacity`; it starts full."""
+    """`rate_per_second` tokens accrue up to `capacity`, from `tokens` at `updated` (None: from the first refill)."""
 
     capacity: float
     rate_per_second: float
@@ -63,18 +72,36 @@ class Backoff:
     until: float
 
 
+@dataclass(frozen=True, slots=True)
+class PastAttempt:
+    """An attempt made before this pacer existed (an earlier run of the agent), as `restore()` takes it."""
+
+    pod: PodRef
+    result: EvictionResult  # EVICTED, DRY_RUN or OBSERVED; anything else is ignored
+    timestamp: float  # on this pacer's clock
+    tenant: str | None = None  # None: the pod's namespace
+    owner_kind: str | None = None
+
+
 class Pacer:
     """Keeps the agent from acting too soon, too often or twice on the same pod."""
 
-    def __init__(self, policy: ActionPolicy) -> None:
+    def __init__(self, policy: ActionPolicy, *, started: float | None = None) -> None:
+        """`started`: the clock at process start; the bucket is then empty until it refills (first send after
+        1/rate). None: the bucket starts full (replay of an agent that has been running)."""
         self._policy = policy
         self._bucket = _bucket(policy)
+        if started is not None:
+            self._bucket.tokens = 0.0
+            self._bucket.updated = started
         self._pod_until: dict[str, float] = {}
         self._tenant_until: dict[str, float] = {}
         self._evicted_until: dict[str, float] = {}
         self._gone_until: dict[str, float] = {}  # by uid: a same-name replacement is another pod
         self._backoff: dict[str, Backoff] = {}
         self._tenants: dict[str, str] = {}
+        self._owner_kinds: dict[str, str | None] = {}  # pod key → its controller's kind, for its lineage
+        self._lineages: dict[str, Lineage] = {}
 
     @property
     def policy(self) -> ActionPolicy:
@@ -122,7 +149,7 @@ class Pacer:
             if attribution is not None:
                 info = attribution.pod(request.pod)
                 if info is not None:
-                    self._tenants[request.pod.key] = tenant_of(info, self._policy)
+                    self.learn(info)
             wait = self._wait(decision, request, by_key.get(decision.finding_key), now=now)
             if wait is None and request.pod.key in granted_pods:
                 wait = (EvictionResult.COOLDOWN, "already chosen for another finding this cycle")
@@ -140,6 +167,44 @@ class Pacer:
                 paced.append(replace(decision, result=wait[0], detail=wait[1]))
         return paced
 
+    def learn(self, pod: PodInfo) -> None:
+        """Note what the cooldowns key on besides the name: the pod's tenant and its controller's kind."""
+        if len(self._tenants) > 10_000:
+            self._tenants.clear()
+            self._owner_kinds.clear()
+        key = pod.ref.key
+        self._tenants[key] = tenant_of(pod, self._policy)
+        self._owner_kinds[key] = pod.owner_kind
+
+    def tenant(self, pod_key: str) -> str | None:
+        """The tenant last learned for a pod key, if any."""
+        return self._tenants.get(pod_key)
+
+    def owner_kind(self, pod_key: str) -> str | None:
+        """The controller kind last learned for a pod key, if any."""
+        return self._owner_kinds.get(pod_key)
+
+    def hold(self, request: EvictionRequest, *, now: float) -> None:
+        """Back a pod off without taking a token: the send was stopped at the last moment (the pod, re-read, turned
+        out protected), so the next cycles' stale decisions do not re-read it every cycle."""
+        previous = self._backoff.get(request.pod.key)
+        self._backoff[request.pod.key] = self._next_backoff(previous, now=now, retry_after=None)
+
+    def restore(self, attempts: Iterable[PastAttempt]) -> int:
+        """Start the cooldowns, evicted-pod memory and lineage memory of attempts an earlier run made (oldest first,
+        so lineage repeats count as they did). Takes no token. Returns how many were used."""
+        used = 0
+        for attempt in sorted(attempts, key=lambda a: a.timestamp):
+            if attempt.result not in DONE:
+                continue
+            key = attempt.pod.key
+            if attempt.tenant:
+                self._tenants.setdefault(key, attempt.tenant)
+            self._owner_kinds.setdefault(key, attempt.owner_kind)
+            self._remember_done(attempt.pod, attempt.result, at=attempt.timestamp)
+            used += 1
+        return used
+
     def record(
         self, request: EvictionRequest, result: EvictionResult, *, now: float, retry_after: float | None = None
     ) -> None:
@@ -150,10 +215,7 @@ class Pacer:
         pod = request.pod.key
         policy = self._policy
         if result in RETRIED:
-            previous = self._backoff.get(pod)
-            delay = policy.retry_backoff_initial_seconds if previous is None else previous.delay * 2
-            delay = min(delay, policy.retry_backoff_max_seconds)
-            self._backoff[pod] = Backoff(delay, now + max(delay, retry_after or 0.0))
+            self._backoff[pod] = self._next_backoff(self._backoff.get(pod), now=now, retry_after=retry_after)
             return
         self._backoff.pop(pod, None)
         if result is EvictionResult.GONE:
@@ -163,11 +225,33 @@ class Pacer:
             return
         # Dry-run and observe start the same cooldowns an eviction would: the report then matches enforce mode,
         # and a standing finding is not re-sent (nor re-announced as an Event) every cycle.
-        self._pod_until[pod] = now + policy.pod_cooldown_seconds
-        tenant = self._tenants.get(pod, request.pod.namespace)
-        self._tenant_until[tenant] = now + policy.tenant_cooldown_seconds
+        self._remember_done(request.pod, result, at=now)
+
+    def _remember_done(self, ref: PodRef, result: EvictionResult, *, at: float) -> None:
+        policy = self._policy
+        pod = ref.key
+        self._pod_until[pod] = max(self._pod_until.get(pod, at), at + policy.pod_cooldown_seconds)
+        tenant = self._tenants.get(pod, ref.namespace)
+        self._tenant_until[tenant] = max(self._tenant_until.get(tenant, at), at + policy.tenant_cooldown_seconds)
         if result is EvictionResult.EVICTED:
-            self._evicted_until[pod] = now + policy.evicted_memory_seconds
+            self._evicted_until[pod] = max(self._evicted_until.get(pod, at), at + policy.evicted_memory_seconds)
+        lineage = self._lineage_of(ref)
+        self._lineages[lineage] = next_lineage(
+            self._lineages.get(lineage),
+            now=at,
+            base_seconds=policy.pod_cooldown_seconds,
+            max_seconds=policy.owner_cooldown_max_seconds,
+            window_seconds=policy.owner_repeat_window_seconds,
+        )
+
+    def _next_backoff(self, previous: Backoff | None, *, now: float, retry_after: float | None) -> Backoff:
+        policy = self._policy
+        delay = policy.retry_backoff_initial_seconds if previous is None else previous.delay * 2
+        delay = min(delay, policy.retry_backoff_max_seconds)
+        return Backoff(delay, now + max(delay, retry_after or 0.0))
+
+    def _lineage_of(self, ref: PodRef) -> str:
+        return lineage_key(namespace=ref.namespace, name=ref.name, owner_kind=self._owner_kinds.get(ref.key))
 
     def _wait(
         self, decision: Decision, request: EvictionRequest, finding: Finding | None, *, now: float
@@ -188,6 +272,10 @@ class Pacer:
             return EvictionResult.COOLDOWN, f"backing off {backoff.delay:g}s after a refused attempt on {pod}"
         if self._pod_until.get(pod, -1.0) > now:
             return EvictionResult.COOLDOWN, f"pod cooldown for {pod} ({self._pod_until[pod] - now:.0f}s left)"
+        lineage_name = self._lineage_of(request.pod)
+        lineage = self._lineages.get(lineage_name)
+        if lineage is not None and lineage.until > now:
+            return EvictionResult.COOLDOWN, f"workload {lineage_name} was {lineage.describe(now)}"
         tenant = self._tenants.get(pod, request.pod.namespace)
         if self._tenant_until.get(tenant, -1.0) > now:
             left = self._tenant_until[tenant] - now
@@ -202,8 +290,8 @@ class Pacer:
         horizon = self._policy.retry_backoff_max_seconds * 2
         for key in [k for k, b in self._backoff.items() if b.until + horizon <= now]:
             del self._backoff[key]
-        if len(self._tenants) > 10_000:
-            self._tenants.clear()
+        for key in [k for k, lineage in self._lineages.items() if lineage.forget_at <= now]:
+            del self._lineages[key]
 
 
 def _identity(request: EvictionRequest) -> str:

@@ -79,6 +79,17 @@ class ActionPolicy(Section):
         2.0, gt=0, description="Token bucket refill rate of attempts per minute (node-wide, or cluster-wide)."
     )
     node_eviction_burst: int = Field(1, ge=1, description="Token bucket capacity.")
+    owner_cooldown_max_seconds: float = Field(
+        21_600.0,
+        ge=0,
+        description="An eviction of the same workload (ReplicaSet/Job lineage) again doubles its cooldown (from "
+        "pod_cooldown_seconds) up to this.",
+    )
+    owner_repeat_window_seconds: float = Field(
+        3_600.0,
+        ge=0,
+        description="An eviction within this long after the lineage's previous cooldown ended counts as a repeat.",
+    )
     evicted_memory_seconds: float = Field(
         300.0, ge=0, description="How long an evicted pod is remembered as terminating (never evicted twice)."
     )

@@ -17,16 +17,22 @@ Its answers are mapped onto exactly one EvictionResult each (reference §1, pkg/
   a Retry-After header and no causes).
 - 404 → GONE; 409 from the uid precondition → GONE (the pod was replaced by another of the same name).
 - 403 → ERROR naming the missing RBAC rule; 5xx, timeouts and connection errors → ERROR.
-Nothing here raises: a failed call is a result, so the evictor can count it and move on.
+Nothing on the eviction path raises: a failed call is a result, so the evictor can count it and move on.
+
+The Events the agent writes are also its memory across restarts: each carries labels (reason, node, tenant, the
+pod's controller kind) so `recent_evictions()` can list this node's recent evictions with a label selector, which
+every API server serves for every resource (a field selector on `reason` is served for core/v1 Events by
+pkg/registry/core/event/strategy.go, but not on `source.host`, nor by the fake API server the tests run against).
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Callable
+from typing import Any, Callable, Iterable
 
 from kubernetes.aio import client as k8s
 
@@ -40,6 +46,32 @@ log = logging.getLogger(__name__)
 RBAC_EVICTION = "RBAC: the service account needs create on pods/eviction"
 DISRUPTION_BUDGET_CAUSE = "DisruptionBudget"
 _TRUE = frozenset({"true", "1", "yes", "on"})
+EVENT_LABEL_REASON = "gpu-watchdog.io/reason"
+EVENT_LABEL_NODE = "gpu-watchdog.io/node"
+EVENT_LABEL_TENANT = "gpu-watchdog.io/tenant"
+EVENT_LABEL_OWNER_KIND = "gpu-watchdog.io/owner-kind"
+# apimachinery/pkg/util/validation IsValidLabelValue: at most 63 characters, alphanumeric at both ends.
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+
+
+def _label_value(value: str | None) -> str | None:
+    """The value when the API server would accept it as a label value, else None (the label is left out)."""
+    if value and len(value) <= 63 and _LABEL_VALUE.match(value):
+        return value
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedEviction:
+    """One of this node's earlier attempts, as its Event tells it."""
+
+    namespace: str
+    name: str
+    uid: str
+    reason: str  # the Event's reason, e.g. GpuWatchdogEvicted
+    age_seconds: float  # how long ago (by this client's clock) the Event was last written
+    tenant: str | None = None
+    owner_kind: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,13 +151,31 @@ class KubeEvictions:
         log.info("eviction of %s (dry_run=%s): %s %s", pod.key, dry_run, reply.result.value, reply.message)
         return reply
 
+    async def get_pod(self, namespace: str, name: str) -> PodInfo | None:
+        """The pod as the API server has it now; None when it does not exist. Raises KubeError when unreadable."""
+        with kube_errors():
+            response = await self.api.core.read_namespaced_pod_without_preload_content(
+                name, namespace, _request_timeout=self.api.timeout)
+            raw = await response.read()
+        body = status_body(raw)
+        if response.status == 404:
+            return None
+        if response.status != 200:
+            raise error_for_status(response.status, body)
+        return pod_info(body)
+
     async def record_event(self, pod: PodRef, *, reason: str, message: str, type: str = "Warning",
-                           action: str = "Evict", component: str = "gpu-watchdog", host: str = "") -> bool:
-        """A core/v1 Event on the pod (what ``kubectl describe pod`` shows); False when it could not be written."""
+                           action: str = "Evict", component: str = "gpu-watchdog", host: str = "",
+                           tenant: str | None = None, owner_kind: str | None = None) -> bool:
+        """A core/v1 Event on the pod (what ``kubectl describe pod`` shows); False when it could not be written.
+        `tenant` and `owner_kind` are kept as labels for `recent_evictions()`."""
         now = datetime.fromtimestamp(self.clock(), tz=timezone.utc)  # aware: a naive time is refused (400)
+        labels = {EVENT_LABEL_REASON: _label_value(reason), EVENT_LABEL_NODE: _label_value(host),
+                  EVENT_LABEL_TENANT: _label_value(tenant), EVENT_LABEL_OWNER_KIND: _label_value(owner_kind)}
         event = k8s.CoreV1Event(
             # client-go's recorder names events "<object>.<unix nanoseconds in hex>" (tools/record/event.go).
-            metadata=k8s.V1ObjectMeta(name=f"{pod.name}.{int(now.timestamp() * 1e9):x}", namespace=pod.namespace),
+            metadata=k8s.V1ObjectMeta(name=f"{pod.name}.{int(now.timestamp() * 1e9):x}", namespace=pod.namespace,
+                                      labels={key: value for key, value in labels.items() if value} or None),
             involved_object=k8s.V1ObjectReference(api_version="v1", kind="Pod", name=pod.name,
                                                   namespace=pod.namespace, uid=pod.uid or None),
             reason=reason, message=message[:1024], type=type, action=action, count=1,
@@ -156,6 +206,31 @@ class KubeEvictions:
         value = (config_map.data or {}).get(key, "")
         return value.strip().lower() in _TRUE
 
+    async def recent_evictions(self, node: str, *, reasons: Iterable[str],
+                               within_seconds: float) -> list[RecordedEviction]:
+        """This node's Events of the given reasons on pods, written within the last `within_seconds`, oldest first.
+        Events outlive nothing: the API server drops them after --event-ttl (1 h by default). Raises KubeError."""
+        wanted = sorted({reason for reason in reasons if _label_value(reason)})
+        if not wanted:
+            return []
+        selector = f"{EVENT_LABEL_REASON} in ({','.join(wanted)})"
+        if _label_value(node):
+            selector += f",{EVENT_LABEL_NODE}={node}"
+        with kube_errors():
+            response = await self.api.core.list_event_for_all_namespaces_without_preload_content(
+                label_selector=selector, _request_timeout=self.api.timeout)
+            raw = await response.read()
+        body = status_body(raw)
+        if response.status != 200:
+            raise error_for_status(response.status, body)
+        now = self.clock()
+        found = []
+        for item in body.get("items") or []:
+            record = _recorded_eviction(item, node=node, reasons=wanted, now=now)
+            if record is not None and record.age_seconds <= within_seconds:
+                found.append(record)
+        return sorted(found, key=lambda r: -r.age_seconds)
+
     async def list_pods(self, *, label_selector: str | None = None, field_selector: str | None = None,
                         namespace: str | None = None) -> list[PodInfo]:
         """Pods matching the selectors, cluster-wide or in one namespace. Raises KubeError when unreadable."""
@@ -172,6 +247,36 @@ class KubeEvictions:
         if response.status != 200:
             raise error_for_status(response.status, body)
         return [pod_info(item) for item in body.get("items") or []]
+
+
+def _recorded_eviction(item: Any, *, node: str, reasons: list[str], now: float) -> RecordedEviction | None:
+    """The record an Event stands for, or None when it is not this node's attempt on a pod (or is malformed)."""
+    if not isinstance(item, dict):
+        return None
+    involved = item.get("involvedObject") or {}
+    source = item.get("source") or {}
+    labels = (item.get("metadata") or {}).get("labels") or {}
+    if item.get("reason") not in reasons or involved.get("kind") != "Pod" or source.get("host") != node:
+        return None
+    if not involved.get("name") or not involved.get("namespace"):
+        return None
+    stamps = [item.get("lastTimestamp"), item.get("eventTime"), item.get("firstTimestamp"),
+              (item.get("metadata") or {}).get("creationTimestamp")]
+    written = next((t for t in map(_epoch_or_none, stamps) if t is not None), None)
+    if written is None:
+        return None
+    return RecordedEviction(namespace=involved["namespace"], name=involved["name"], uid=involved.get("uid") or "",
+                            reason=item["reason"], age_seconds=max(0.0, now - written),
+                            tenant=labels.get(EVENT_LABEL_TENANT), owner_kind=labels.get(EVENT_LABEL_OWNER_KIND))
+
+
+def _epoch_or_none(value: Any) -> float | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
 
 
 def _describe(error: BaseException) -> str:
