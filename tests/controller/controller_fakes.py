@@ -41,5 +41,21 @@ class MemoryKube:
         return True
 
 
-def gpu_pod(name, *, ns="team-b", priority=0):
-    return PodInfo(uid=f"u-{name}", namespace=ns, name=name, priority=priority, gpu_resources=("nvidia.com/gpu",))
+class Gate:
+    """A kill switch under the test's control, as the evictor sees one (watchdog.action.SendGate)."""
+
+    def __init__(self, on: bool = False) -> None:
+        self.on = on
+
+    @property
+    def switched_on(self) -> bool:
+        return self.on
+
+    async def confirm(self) -> str | None:
+        return "kill switch is on" if self.on else None
+
+
+def gpu_pod(name, *, ns="team-b", priority=0, created=0.0):
+    """A scheduled, Running pod holding one GPU (created long before the test alerts' startsAt)."""
+    return PodInfo(uid=f"u-{name}", namespace=ns, name=name, priority=priority, node="gpu-node-1", created=created,
+                   gpu_resources=("nvidia.com/gpu",))

@@ -66,7 +66,7 @@ async def controller(tmp_path):
     policy = ActionPolicy(mode="dry-run")
     pacer = Pacer(policy)
     evictor = Evictor(kube, policy=policy, pacer=pacer, audit=AuditLog(stream=io.StringIO()), clock=lambda: 1.0,
-                      node="controller-0")
+                      node="controller-0", kill_switch=None)
     handler = WebhookHandler(settings=ControllerSettings(token_file=str(token)), policy=policy, pods=kube,
                              evictor=evictor, pacer=pacer, is_leader=lambda: True, clock=lambda: 1.0)
     server = TestServer(handler.application(), host="127.0.0.1")

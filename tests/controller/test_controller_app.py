@@ -33,7 +33,7 @@ async def server(token_file):
     pacer = Pacer(policy.model_copy(update={"node_evictions_per_minute": 600, "node_eviction_burst": 5}))
     audit = io.StringIO()
     evictor = Evictor(kube, policy=policy, pacer=pacer, audit=AuditLog(stream=audit), clock=lambda: 5000.0,
-                      node="controller-0")
+                      node="controller-0", kill_switch=None)
     handler = WebhookHandler(settings=settings, policy=policy, pods=kube, evictor=evictor, pacer=pacer,
                              is_leader=lambda: leader[0], clock=lambda: 5000.0)
     client = TestClient(TestServer(handler.application()))

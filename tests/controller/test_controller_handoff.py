@@ -9,7 +9,7 @@ import io
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from controller_fakes import MemoryKube, gpu_pod
+from controller_fakes import Gate, MemoryKube, gpu_pod
 from controller_payloads import alert, body
 from watchdog.action import AuditLog, Evictor, Pacer
 from watchdog.config.action import ActionPolicy
@@ -28,13 +28,13 @@ class Replica:
 
     def __init__(self, token_file, *, ledger, paused: bool = False) -> None:
         self.leader = True
-        self.paused = paused
+        self.switch = Gate(paused)
         self.kube = MemoryKube(pods=[gpu_pod("batch")])
         self.ledger = ledger
         policy = ActionPolicy(mode="enforce")
         pacer = Pacer(policy)
         evictor = Evictor(self.kube, policy=policy, pacer=pacer, audit=AuditLog(stream=io.StringIO()),
-                          clock=lambda: 100.0, node="ctl", paused=lambda: self.paused)
+                          clock=lambda: 100.0, node="ctl", kill_switch=self.switch)
         self.handler = WebhookHandler(settings=ControllerSettings(token_file=str(token_file)), policy=policy,
                                       pods=self.kube, evictor=evictor, pacer=pacer, is_leader=lambda: self.leader,
                                       clock=lambda: 100.0, ledger=ledger, identity="ctl")
@@ -120,7 +120,7 @@ async def test_a_result_that_may_change_is_forgotten_so_a_retry_can_act(replica)
     built, client = await replica(paused=True)
     status, answer = await post(client)
     assert answer["results"][0]["result"] == "paused" and built.ledger.entries == {}
-    built.paused = False
+    built.switch.on = False
     status, answer = await post(client)
     assert answer["results"][0]["result"] == "evicted" and len(built.kube.evictions) == 1
 

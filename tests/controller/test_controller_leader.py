@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+from datetime import datetime, timezone
 
 import aiohttp
 import pytest
@@ -20,6 +21,7 @@ from watchdog.kube.client import KubeApi
 LEASE, RENEW, RETRY = 2.0, 1.5, 0.2
 TOKEN = "replica-token"
 GPU = {"nvidia.com/gpu": "1"}
+POD_CREATION = datetime(2026, 11, 30, 9, 0, tzinfo=timezone.utc).timestamp()
 
 
 async def poll(check, *, seconds: float, every: float = 0.05) -> bool:
@@ -34,7 +36,7 @@ async def poll(check, *, seconds: float, every: float = 0.05) -> bool:
 async def replicas(tmp_path):
     token = tmp_path / "token"
     token.write_text(TOKEN)
-    server = FakeApiServer()
+    server = FakeApiServer(clock=lambda: POD_CREATION)  # the pod exists before the alert's startsAt
     await server.start()
     server.add_pod(namespace="team-b", name="batch", priority=1, requests=GPU)
     apis, controllers = [], []

@@ -10,6 +10,7 @@ import asyncio
 import io
 import shutil
 import subprocess
+from datetime import datetime, timezone
 
 import aiohttp
 import pytest
@@ -26,6 +27,7 @@ LEASE, RENEW, RETRY = 2.0, 1.5, 0.2
 TOKEN = "replica-token"
 GPU = {"nvidia.com/gpu": "1"}
 HEADERS = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
+POD_CREATION = datetime(2026, 11, 30, 9, 0, tzinfo=timezone.utc).timestamp()
 
 
 async def poll(check, *, seconds: float, every: float = 0.05) -> bool:
@@ -42,7 +44,9 @@ class Cluster:
     def __init__(self, tmp_path, **server_options) -> None:
         self.token = tmp_path / "token"
         self.token.write_text(TOKEN)
-        self.server = FakeApiServer(**server_options)
+        # Pods are created an hour before the alerts' startsAt (controller_payloads), on the fake's clock: a pod
+        # created after a firing started is never its candidate.
+        self.server = FakeApiServer(clock=lambda: POD_CREATION, **server_options)
         self.apis: list[KubeApi] = []
         self.controllers: list[Controller] = []
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime, timezone
 
 import pytest
 
@@ -14,7 +15,11 @@ from watchdog.model import EvictionResult as R
 from watchdog.model import FindingKind, PodInfo
 
 
+STARTS_AT = datetime(2026, 11, 30, 10, 0, tzinfo=timezone.utc).timestamp()  # controller_payloads' startsAt
+
+
 def gpu_pod(name: str, *, ns: str = "team-b", priority: int = 0, created: float = 0.0, res="nvidia.com/gpu", **kw):
+    kw.setdefault("node", "gpu-node-1")  # scheduled and Running (PodInfo's default phase): it holds its GPU
     return PodInfo(uid=f"u-{name}", namespace=ns, name=name, priority=priority, created=created,
                    gpu_resources=(res,) if res else (), **kw)
 
@@ -32,6 +37,8 @@ def gpu_pod(name: str, *, ns: str = "team-b", priority: int = 0, created: float 
         (json.dumps(payload({**alert(), "labels": {"a": 1}})).encode(), "alerts[0].labels"),
         (json.dumps(payload({**alert(), "fingerprint": ""})).encode(), "alerts[0].fingerprint"),
         (json.dumps(payload({k: v for k, v in alert().items() if k != "startsAt"})).encode(), "startsAt"),
+        (body(alert(starts_at="yesterday")), "alerts[0].startsAt must be an RFC 3339 time"),
+        (body(alert(starts_at="2026-11-30T10:00:00")), "alerts[0].startsAt must be an RFC 3339 time"),
     ],
 )
 def test_malformed_payloads_are_refused_with_a_reason(raw, words):
@@ -132,3 +139,37 @@ def test_namespace_only_evicts_nothing_while_a_tenant_gpu_pod_is_terminating():
     # A terminating pod that holds no GPU, or in another namespace, does not stop it.
     pods = [gpu_pod("cpu", deleting=True, res=None), gpu_pod("other", ns="x", deleting=True), gpu_pod("next")]
     assert decide_alert(target(pod=None), pods, policy=policy).pod == "next"
+
+
+def test_only_running_scheduled_pods_are_candidates():
+    # A Pending pod holds no GPU, and eviction.go deletes a Pending pod without any PodDisruptionBudget check.
+    policy = ActionPolicy()
+    running = gpu_pod("running", created=10.0)
+    queued = gpu_pod("queued", created=20.0, phase="Pending", node="")
+    bound_not_started = gpu_pod("starting", created=30.0, phase="Pending")
+    no_node = gpu_pod("no-node", created=40.0, node="")
+    d = decide_alert(target(pod=None), [running, queued, bound_not_started, no_node], policy=policy)
+    assert (d.pod, d.result) == ("running", None)
+    d = decide_alert(target(pod=None), [queued, bound_not_started], policy=policy)
+    assert (d.result, d.request) == (R.NO_CANDIDATE, None)
+    for pending in (queued, bound_not_started, no_node):
+        d = decide_alert(target(pod=pending.name), [pending, running], policy=policy)
+        assert (d.result, d.pod, d.request) == (R.NO_CANDIDATE, pending.name, None), pending.name
+        assert "Running" in d.detail
+    # A lower-priority Pending pod frees nothing: it does not stop the named pod.
+    named = gpu_pod("batch", priority=100)
+    assert decide_alert(target(), [named, gpu_pod("low", priority=5, phase="Pending", node="")],
+                        policy=policy).result is None
+
+
+def test_pods_created_after_the_alert_started_are_not_what_it_is_about():
+    policy = ActionPolicy()
+    old = gpu_pod("old", created=STARTS_AT - 3600)
+    replacement = gpu_pod("replacement", created=STARTS_AT + 60)  # e.g. its ReplicaSet's answer to an eviction
+    d = decide_alert(target(pod=None), [old, replacement], policy=policy)
+    assert (d.pod, d.result) == ("old", None)
+    d = decide_alert(target(pod=None), [replacement], policy=policy)
+    assert (d.result, d.request) == (R.NO_CANDIDATE, None) and "startsAt" in d.detail
+    d = decide_alert(target(pod="replacement"), [replacement, old], policy=policy)
+    assert (d.result, d.request) == (R.NO_CANDIDATE, None) and "startsAt" in d.detail
+    assert decide_alert(target(pod="old"), [old], policy=policy).result is None

@@ -9,6 +9,8 @@ and the same Evictor, paced by a cluster-wide token bucket.
 Leadership is checked again inside the lock and right before every send: a request can wait for the lock, or for
 a slow API server, long after the Lease moved to another replica, and only the holder may act. A firing is
 recorded in the shared ledger (ledger.py) before its eviction is sent, so a new leader never acts on it twice.
+An eviction whose answer was lost (timeout, 5xx) is settled by reading the pod before the firing is forgotten
+(outcome.py): a firing evicts at most one pod even when the API server's answer never reached us.
 """
 
 from __future__ import annotations
@@ -24,10 +26,11 @@ from aiohttp import web
 from watchdog.action import Evictor, Pacer
 from watchdog.config.action import ActionPolicy
 from watchdog.config.controller import ControllerSettings
-from watchdog.controller.ledger import HandledFirings, firing_key
+from watchdog.controller.ledger import HandledFirings, MemoryLedger, firing_key
+from watchdog.controller.outcome import STILL_THERE, outcome_unknown, parse_unknown_entry, pod_fate, unknown_entry
 from watchdog.controller.selection import decide_alert
 from watchdog.controller.webhook import AlertTarget, Deduper, WebhookError, parse_payload, select_targets
-from watchdog.model import Decision, EvictionResult, PodInfo
+from watchdog.model import ActionOutcome, Decision, EvictionResult, PodInfo
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +108,8 @@ class WebhookHandler:
         self._pacer = pacer
         self._is_leader = is_leader
         self._clock = clock
-        self._ledger = ledger  # None: this process's memory only (one replica, tests)
+        # None: this process's memory only (one replica, tests).
+        self._ledger: HandledFirings = ledger if ledger is not None else MemoryLedger(settings.dedupe_entries)
         self._identity = identity
         self._tokens = TokenFile(settings.token_file)
         self._dedupe = Deduper(settings.dedupe_entries)
@@ -176,13 +180,14 @@ class WebhookHandler:
             return _summary(target, "duplicate", f"already handled: {previous}"), False
         key = firing_key(target.fingerprint, target.starts_at)
         try:
-            recorded = await self._ledger.lookup(key) if self._ledger is not None else None
+            recorded = await self._ledger.lookup(key)
         except Exception as exc:  # unreadable ledger: never act blind on a firing that may have been handled
             log.warning("cannot read handled firings: %r", exc)
             return _summary(target, EvictionResult.ERROR.value, f"cannot read handled firings: {exc}"), True
         if recorded is not None:
-            self._dedupe.remember(target.dedupe_key, recorded)
-            return _summary(target, "duplicate", f"already handled: {recorded}"), False
+            settled = await self._recheck(target, key, recorded)
+            if settled is not None:
+                return settled
         decision, failed = await self._decide(target)
         paced = self._pacer.pace([decision], now=self._clock())[0]
         sends = paced.result is None and paced.request is not None
@@ -193,6 +198,8 @@ class WebhookHandler:
         outcomes = await self._evictor.act([paced])
         result = outcomes[0].result if outcomes else (paced.result or EvictionResult.NO_CANDIDATE)
         detail = outcomes[0].detail if outcomes else paced.detail
+        if sends and outcomes and outcome_unknown(outcomes[0]):
+            return await self._settle_lost_answer(target, key, outcomes[0])
         if sends:
             await self._settle(key, result, paced.namespace, paced.pod)
         if result not in TRANSIENT and not failed:
@@ -202,25 +209,20 @@ class WebhookHandler:
     async def _claim(self, target: AlertTarget, key: str, decision: Decision) -> dict | None:
         """Record the firing before its eviction goes out; the summary to answer when it must not go out."""
         where = f"{decision.namespace}/{decision.pod}"
-        if self._ledger is not None:
-            try:
-                await self._ledger.record(key, f"sending {where} by {self._identity}".strip())
-            except Exception as exc:
-                log.warning("cannot record firing %s: %r", key, exc)
-                return _summary(target, EvictionResult.ERROR.value, f"cannot record the firing: {exc}",
-                                pod=decision.pod)
+        try:
+            await self._ledger.record(key, f"sending {where} by {self._identity}".strip())
+        except Exception as exc:
+            log.warning("cannot record firing %s: %r", key, exc)
+            return _summary(target, EvictionResult.ERROR.value, f"cannot record the firing: {exc}", pod=decision.pod)
         if self._is_leader():
             return None
-        if self._ledger is not None:
-            await self._settle(key, EvictionResult.ERROR, decision.namespace, decision.pod)  # not sent: forget it
+        await self._settle(key, EvictionResult.ERROR, decision.namespace, decision.pod)  # not sent: forget it
         detail = "lost the Lease before sending; Alertmanager retries against the new leader"
         return _summary(target, "not_leader", detail, pod=decision.pod)
 
     async def _settle(self, key: str, result: EvictionResult, namespace: str, pod: str) -> None:
         """After the attempt: forget a firing that may be tried again, else note its result (best effort: a
         firing left as "sending" still counts as handled, which errs on the side of not evicting)."""
-        if self._ledger is None:
-            return
         try:
             if result in TRANSIENT:
                 await self._ledger.forget(key)
@@ -228,6 +230,57 @@ class WebhookHandler:
                 await self._ledger.record(key, f"{result.value} {namespace}/{pod} by {self._identity}".strip())
         except Exception as exc:
             log.warning("cannot update handled firing %s after %s: %r", key, result.value, exc)
+
+    async def _recheck(self, target: AlertTarget, key: str, recorded: str) -> tuple[dict, bool] | None:
+        """A recorded firing is a duplicate, unless its eviction's outcome was left unknown: then the pod is read
+        again. None: that eviction did not happen, so the firing is decided afresh."""
+        pod = parse_unknown_entry(recorded)
+        if pod is None:
+            self._dedupe.remember(target.dedupe_key, recorded)
+            return _summary(target, "duplicate", f"already handled: {recorded}"), False
+        try:
+            fate = await pod_fate(self._pods, pod)
+        except Exception as exc:
+            log.warning("cannot read %s to settle firing %s: %r", pod.key, key, exc)
+            detail = f"the eviction of {pod.key} may have happened and the pod cannot be read: {exc}"
+            return _summary(target, EvictionResult.ERROR.value, detail, pod=pod.name), True
+        if fate == STILL_THERE:
+            await self._settle(key, EvictionResult.ERROR, pod.namespace, pod.name)  # it did not happen: forget
+            return None
+        entry = await self._note_evicted(key, target, pod.key, fate)
+        return _summary(target, "duplicate", f"already handled: {entry}", pod=pod.name), False
+
+    async def _settle_lost_answer(self, target: AlertTarget, key: str, outcome: ActionOutcome) -> tuple[dict, bool]:
+        """After an eviction whose answer was lost: evicted if the pod is gone, retryable if it is still there, and
+        checked again on the next delivery (503) when it cannot be read."""
+        pod = outcome.request.pod
+        try:
+            fate = await pod_fate(self._pods, pod)
+        except Exception as exc:
+            log.warning("eviction of %s: answer lost and the pod cannot be read: %r", pod.key, exc)
+            try:  # best effort: the "sending" entry left otherwise also counts as handled
+                await self._ledger.record(key, unknown_entry(pod, self._identity))
+            except Exception as ledger_exc:
+                log.warning("cannot record firing %s as unknown: %r", key, ledger_exc)
+            detail = (f"{outcome.detail}; the eviction may have happened and {pod.key} cannot be read ({exc}): "
+                      "nothing more is sent for this firing until the pod is read")
+            return _summary(target, EvictionResult.ERROR.value, detail, pod=pod.name), True
+        if fate == STILL_THERE:
+            await self._settle(key, EvictionResult.ERROR, pod.namespace, pod.name)
+            detail = f"{outcome.detail}; {pod.key} is still there (not evicted): a later delivery may try again"
+            return _summary(target, EvictionResult.ERROR.value, detail, pod=pod.name), False
+        await self._note_evicted(key, target, pod.key, fate)
+        detail = f"the eviction answer was lost ({outcome.detail}) but {pod.key} is {fate}: taken as evicted"
+        return _summary(target, EvictionResult.EVICTED.value, detail, pod=pod.name), False
+
+    async def _note_evicted(self, key: str, target: AlertTarget, where: str, fate: str) -> str:
+        entry = f"{EvictionResult.EVICTED.value} {where} (answer lost; pod {fate}) by {self._identity}".strip()
+        self._dedupe.remember(target.dedupe_key, entry)
+        try:
+            await self._ledger.record(key, entry)
+        except Exception as exc:  # the "sending"/"unknown" entry left counts as handled too
+            log.warning("cannot update handled firing %s: %r", key, exc)
+        return entry
 
     async def _decide(self, target: AlertTarget) -> tuple[Decision, bool]:
         if self._pods is None:

@@ -9,6 +9,13 @@ its GPUs are about to be freed anyway.
 A named pod gets the same refusals, must be a GPU pod (an alert cannot make us evict a pod that holds no GPU), and
 is refused (not_lower_priority) while the tenant has a lower-priority GPU pod that may be evicted: the alert's
 author picked a pod, but the rule the agent obeys is to free capacity at the lowest priority first.
+
+Only a pod that holds its GPU is a candidate, named or not: phase Running on a node. A Pending pod (unschedulable,
+or its containers not started) frees nothing, and eviction.go deletes a Pending pod without any PodDisruptionBudget
+check (pkg/registry/core/pod/storage/eviction.go, canIgnorePDB), so picking one would end the firing as "handled"
+while the breach goes on. Nor is a pod created after the firing's startsAt: a replacement (a ReplicaSet's answer to
+an earlier eviction, a StatefulSet namesake) is not what the alert was about. startsAt comes from Prometheus' clock
+and creationTimestamp from the API server's; both are normally NTP-synchronised.
 PURE: no I/O, no asyncio.
 """
 
@@ -30,6 +37,11 @@ def is_gpu_pod(pod: PodInfo) -> bool:
     return any(r == GPU_RESOURCE or r.startswith(MIG_RESOURCE_PREFIX) for r in pod.gpu_resources)
 
 
+def holds_gpu(pod: PodInfo) -> bool:
+    """True when the pod is Running on a node, i.e. its containers were started with the devices they were given."""
+    return pod.phase == "Running" and bool(pod.node) and pod.live
+
+
 def decide_alert(target: AlertTarget, pods: Iterable[PodInfo], *, policy: ActionPolicy) -> Decision:
     """The decision for one alert, given the pods of its namespace."""
     pods = [p for p in pods if p.namespace == target.namespace]
@@ -40,9 +52,14 @@ def decide_alert(target: AlertTarget, pods: Iterable[PodInfo], *, policy: Action
     if terminating is not None:
         detail = f"GPU pod {terminating.namespace}/{terminating.name} of the tenant is already terminating"
         return _stop(target, EvictionResult.ALREADY_EVICTED, detail, terminating)
-    ranked = sorted((p for p in gpu_pods if p.live), key=_eviction_order)
+    holding = [p for p in gpu_pods if holds_gpu(p)]
+    ranked = sorted((p for p in holding if p.created <= target.started), key=_eviction_order)
     if not ranked:
-        return _stop(target, EvictionResult.NO_CANDIDATE, f"no live GPU pod in namespace {target.namespace}", None)
+        detail = f"no GPU pod Running on a node in namespace {target.namespace}"
+        if holding:
+            detail = (f"every GPU pod Running in namespace {target.namespace} was created after the alert's "
+                      f"startsAt {target.starts_at}")
+        return _stop(target, EvictionResult.NO_CANDIDATE, detail, None)
     first_refusal = None
     for pod in ranked:
         refused = refusal(pod, policy)
@@ -57,14 +74,23 @@ def _decide_named(target: AlertTarget, pods: list[PodInfo], *, policy: ActionPol
     if not named:
         return _stop(target, EvictionResult.GONE, f"pod {target.namespace}/{target.pod} not found", None)
     candidate = named[0]
+    where = f"{candidate.namespace}/{candidate.name}"
     if not is_gpu_pod(candidate):
-        detail = f"pod {candidate.namespace}/{candidate.name} requests no GPU; an alert never evicts a non-GPU pod"
+        detail = f"pod {where} requests no GPU; an alert never evicts a non-GPU pod"
         return _stop(target, EvictionResult.NO_CANDIDATE, detail, None)
     refused = refusal(candidate, policy)
     if refused:
         return _stop(target, refused.result, refused.detail, candidate)
+    if not holds_gpu(candidate):
+        detail = (f"pod {where} is not Running on a node (phase {candidate.phase}, node {candidate.node or 'none'}): "
+                  "it holds no GPU")
+        return _stop(target, EvictionResult.NO_CANDIDATE, detail, None)
+    if candidate.created > target.started:
+        detail = f"pod {where} was created after the alert's startsAt {target.starts_at}: it is not what fired"
+        return _stop(target, EvictionResult.NO_CANDIDATE, detail, None)
     lower = sorted(
-        (p for p in pods if is_gpu_pod(p) and p.live and p.priority < candidate.priority and refusal(p, policy) is None),
+        (p for p in pods if is_gpu_pod(p) and holds_gpu(p) and p.priority < candidate.priority
+         and refusal(p, policy) is None),
         key=_eviction_order,
     )
     if lower:

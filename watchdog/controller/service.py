@@ -6,6 +6,11 @@ retries), so a replica crash costs at most one lease duration of delay and never
 firings are recorded in a ConfigMap every replica reads: ledger.py). A clean stop releases the Lease, as client-go's
 ReleaseOnCancel does, so a rolling update hands over at once instead of answering 503 for a lease duration. The
 evictor's token bucket here is cluster-wide (ControllerSettings.cluster_evictions_per_minute), not per node.
+
+The policy file is the agents' ConfigMap (deploy/controller.yaml), watched as the agents watch it
+(watchdog.service.policy_watch): an operator's switch to `mode: observe` holds here too from the next alert on, not
+from the next restart. Each reload gets the same overlay as the first load: the own namespace protected, the
+cluster-wide bucket in place of the per-node one.
 """
 
 from __future__ import annotations
@@ -14,18 +19,20 @@ import asyncio
 import logging
 import socket
 import time
+from collections import Counter
 from typing import Callable
 
 from aiohttp import web
 
 from watchdog.action import AuditLog, Evictor, KillSwitch, Pacer
-from watchdog.config import ActionPolicy, ControllerSettings, KubeSettings, Settings, load_policy
+from watchdog.config import ActionPolicy, ControllerSettings, KubeSettings, Policy, Settings, load_policy
 from watchdog.controller.app import WebhookHandler
 from watchdog.controller.ledger import ConfigMapLedger
 from watchdog.kube.client import KubeApi
 from watchdog.kube.eviction import KubeEvictions
 from watchdog.kube.lease import LeaseElector
 from watchdog.publishing.controller_metrics import ControllerExposition, ControllerStatus
+from watchdog.service.policy_watch import PolicyWatcher
 
 log = logging.getLogger(__name__)
 COMPONENT = "gpu-watchdog-controller"
@@ -42,20 +49,17 @@ class Controller:
         policy: ActionPolicy,
         audit: AuditLog,
         namespace: str,
+        policy_file: str | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        """`policy_file`: the file `policy` was loaded from, watched and applied again when it changes."""
         self.settings = settings
         self.identity = settings.identity or socket.gethostname()
         self._api = api
         self._namespace = namespace
+        self._clock = clock
         policy = policy.with_own_namespace(namespace)
-        # The cluster-wide bucket replaces the per-node one; every other rule and limit is the agent's.
-        paced_policy = policy.model_copy(
-            update={
-                "node_evictions_per_minute": settings.cluster_evictions_per_minute,
-                "node_eviction_burst": settings.cluster_eviction_burst,
-            }
-        )
+        paced_policy = self._cluster_paced(policy)
         self.kube = KubeEvictions(api)
         self.elector = LeaseElector(
             api,
@@ -75,7 +79,7 @@ class Controller:
             audit=audit,
             clock=clock,
             node=self.identity,
-            paused=self.kill_switch.paused,
+            kill_switch=self.kill_switch,
             component=COMPONENT,
         )
         self.handler = WebhookHandler(
@@ -90,10 +94,36 @@ class Controller:
                                    capacity=settings.handled_entries),
             identity=self.identity,
         )
+        self.policy_reloads: Counter[str] = Counter()  # "success" | "failure" → n
+        self.policy_watcher: PolicyWatcher | None = None
+        if policy_file:
+            self.policy_watcher = PolicyWatcher(
+                policy_file, apply=self.apply_policy, on_result=lambda result: self.policy_reloads.update([result])
+            )
         self._exposition = ControllerExposition()
         self._runner: web.AppRunner | None = None
         self._tasks: list[asyncio.Task] = []
         self.url = ""
+
+    def _cluster_paced(self, policy: ActionPolicy) -> ActionPolicy:
+        """The cluster-wide bucket in place of the per-node one; every other rule and limit is the agent's."""
+        return policy.model_copy(
+            update={
+                "node_evictions_per_minute": self.settings.cluster_evictions_per_minute,
+                "node_eviction_burst": self.settings.cluster_eviction_burst,
+            }
+        )
+
+    def apply_policy(self, policy: Policy) -> None:
+        """Hot reload (from the policy watcher): refusal rules, mode, limits and kill-switch location from the next
+        alert on; the pacer keeps its cooldowns, backoffs and spent tokens, the ledger its handled firings."""
+        action = policy.action.with_own_namespace(self._namespace)
+        paced = self._cluster_paced(action)
+        self.evictor.set_policy(paced)
+        self.pacer.set_policy(paced, now=self._clock())
+        self.handler.set_policy(action)
+        self.kill_switch.set_settings(action.kill_switch, namespace=self._namespace)
+        log.info("controller policy applied: mode %s", paced.mode.value)
 
     @property
     def is_leader(self) -> bool:
@@ -126,6 +156,9 @@ class Controller:
             asyncio.create_task(self._guarded("leader-elector", self.elector.run), name="leader-elector"),
             asyncio.create_task(self._guarded("kill-switch", self.kill_switch.watcher), name="kill-switch"),
         ]
+        if self.policy_watcher is not None:
+            watcher = self.policy_watcher
+            self._tasks.append(asyncio.create_task(self._guarded("policy-watcher", watcher.run), name="policy-watcher"))
         log.info("controller %s listening on %s", self.identity, self.url)
         return self.url
 
@@ -174,10 +207,14 @@ async def run_controller(
     stop: asyncio.Event | None = None,
 ) -> None:
     """`gpu-watchdog controller`: run one replica until cancelled (or `stop` is set)."""
+    policy_file = None
     if isinstance(settings, Settings):
         kube = kube or settings.kube
-        if policy is None:
-            policy = load_policy(settings.policy_file).action if settings.policy_file else settings.policy.action
+        if policy is None and settings.policy_file:
+            policy_file = settings.policy_file  # watched: a reload applies here as in the agents
+            policy = load_policy(policy_file).action
+        elif policy is None:
+            policy = settings.policy.action
         namespace = namespace or settings.namespace
         audit_log = audit_log if audit_log is not None else settings.audit_log
         settings = settings.controller
@@ -190,6 +227,7 @@ async def run_controller(
         policy=policy or ActionPolicy(),
         audit=AuditLog.from_setting(audit_log),
         namespace=namespace or settings.lease_namespace,
+        policy_file=policy_file,
     )
     try:
         await controller.start()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Mapping
 
 from watchdog.model import EMPTY, FindingKind
@@ -49,6 +50,27 @@ class AlertTarget:
     def finding_key(self) -> str:
         return f"alert/{self.alertname}/{self.fingerprint}"
 
+    @property
+    def started(self) -> float:
+        """startsAt in epoch seconds: pods created later are not what this firing is about."""
+        started = rfc3339_seconds(self.starts_at)
+        if started is None:
+            raise WebhookError(f"startsAt {self.starts_at!r} is not an RFC 3339 time")
+        return started
+
+
+def rfc3339_seconds(text: str) -> float | None:
+    """Epoch seconds of an RFC 3339 time as Alertmanager writes it (Go's RFC3339Nano: up to nine fraction digits,
+    "Z" or an offset); None when it is not one. Python 3.11's fromisoformat reads the nanoseconds (truncated to
+    microseconds) and "Z", but also accepts zone-less and date-only forms, which RFC 3339 does not."""
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if "T" not in text.upper() or moment.tzinfo is None:
+        return None
+    return moment.timestamp()
+
 
 def parse_payload(body: bytes | str) -> dict[str, Any]:
     """Decode and validate an Alertmanager webhook body (version "4")."""
@@ -82,6 +104,8 @@ def _check_alert(alert: Any, index: int) -> None:
     for name in ("fingerprint", "startsAt"):
         if not isinstance(alert.get(name), str) or not alert[name]:
             raise WebhookError(f"{where}.{name} must be a non-empty string")
+    if rfc3339_seconds(alert["startsAt"]) is None:
+        raise WebhookError(f"{where}.startsAt must be an RFC 3339 time, got {alert['startsAt']!r}")
 
 
 def select_targets(payload: Mapping[str, Any]) -> tuple[list[AlertTarget], list[str]]:
