@@ -10,7 +10,12 @@ import pytest
 from tests.service.conftest import SCENARIOS
 from watchdog.sim import load_scenario
 
-TRAPS = sorted(p.name for p in SCENARIOS.glob("trap-*.yaml")) + ["high-priority-antagonist.yaml"]
+def _benign(path) -> bool:
+    truth = load_scenario(path).truth or {}
+    return "expect_evictions" in truth and not truth["expect_evictions"]
+
+
+TRAPS = sorted(p.name for p in SCENARIOS.glob("*.yaml") if _benign(p))  # every scenario that must evict nobody
 
 
 def audit_lines(path) -> list[dict]:

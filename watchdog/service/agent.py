@@ -85,8 +85,7 @@ class Agent:
             clock=clock,
             audit=AuditLog.from_setting(settings.audit_log),
             node=self.node,
-            paused=self.kill_switch.paused,
-            kill_switch=self.kill_switch,
+            kill_switch=self.kill_switch if self.evictions is not None else None,
         )
         self.signals = PrometheusSignals(
             settings.signals, policy=lambda: self.policy.detection, clock=clock,
@@ -185,6 +184,9 @@ class Agent:
             self.xids.start()
             # stop() joins the thread (up to one bounded wait): off the loop, and before NVML is shut down.
             self._stack.push_async_callback(asyncio.to_thread, self.xids.stop)
+        if self.evictions is not None:
+            # A restarted agent remembers this node's recent evictions (cooldowns, evicted pods) from their Events.
+            await self.action.restore_from_api()
         self.port = await self.server.start()
         self._stack.push_async_callback(self.server.stop)
         self._stack.push_async_callback(self.kubelet_close)
