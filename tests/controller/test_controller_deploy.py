@@ -67,8 +67,8 @@ def grants(rules: list[dict], group: str, resource: str, verb: str, name: str | 
 def test_rbac_covers_what_the_controller_calls():
     rbac = documents("deploy/rbac.yaml")
     settings = Settings().controller
-    cluster = rbac[("ClusterRole", "gpu-watchdog")]["rules"]
-    local = rbac[("Role", "gpu-watchdog")]["rules"]
+    cluster = rbac[("ClusterRole", "gpu-watchdog-controller")]["rules"]
+    local = rbac[("Role", "gpu-watchdog-controller")]["rules"]
     assert grants(cluster, "", "pods", "list") and grants(cluster, "", "pods/eviction", "create")
     assert grants(cluster, "", "events", "create")
     for verb in ("get", "create", "update"):
@@ -76,5 +76,20 @@ def test_rbac_covers_what_the_controller_calls():
         assert grants(local, "", "configmaps", verb, settings.handled_configmap)
     deploy = documents("deploy/controller.yaml")
     pod = deploy[("Deployment", "gpu-watchdog-controller")]["spec"]["template"]["spec"]
-    assert pod["serviceAccountName"] == rbac[("ServiceAccount", "gpu-watchdog")]["metadata"]["name"]
-    assert settings.lease_namespace == rbac[("Role", "gpu-watchdog")]["metadata"]["namespace"]
+    assert pod["serviceAccountName"] == rbac[("ServiceAccount", "gpu-watchdog-controller")]["metadata"]["name"]
+    assert settings.lease_namespace == rbac[("Role", "gpu-watchdog-controller")]["metadata"]["namespace"]
+
+
+def test_the_agents_identity_cannot_touch_the_lease_or_write_configmaps():
+    """Every GPU node runs the agent with host mounts: it gets what it calls, never the controller's rights."""
+    rbac = documents("deploy/rbac.yaml")
+    cluster = rbac[("ClusterRole", "gpu-watchdog")]["rules"]
+    local = rbac[("Role", "gpu-watchdog")]["rules"]
+    assert grants(cluster, "", "pods", "watch") and grants(cluster, "", "pods/eviction", "create")
+    assert grants(cluster, "", "events", "list")  # restoring its recent evictions at start
+    assert grants(local, "", "configmaps", "get", "gpu-watchdog-kill-switch")
+    for verb in ("create", "update"):
+        assert not grants(local, "", "configmaps", verb, "gpu-watchdog-controller-handled")
+        assert not grants(local, "coordination.k8s.io", "leases", verb, "gpu-watchdog-controller")
+    daemonset = documents("deploy/daemonset.yaml")[("DaemonSet", "gpu-watchdog")]["spec"]["template"]["spec"]
+    assert daemonset["serviceAccountName"] == "gpu-watchdog"
