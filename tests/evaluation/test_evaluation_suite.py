@@ -24,7 +24,8 @@ def test_every_labelled_scenario_fits_the_size_budget() -> None:
 
     for path in scenario_files([SCENARIOS]):
         data = yaml.safe_load(path.read_text())
-        assert data["duration_ticks"] <= 300 and len(data["gpus"]) <= 2, path.name
+        ticks, gpus = data["duration_ticks"], len(data["gpus"])  # a size budget in ticks, not a timing check
+        assert ticks <= 300 and gpus <= 2, path.name
 
 
 def test_a_scenario_evaluates_the_same_twice() -> None:
