@@ -18,6 +18,9 @@ NOT_ATTRIBUTABLE = 0xFFFFFFFF
 
 EMPTY: Mapping = MappingProxyType({})
 
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+"""Set by the kubelet on the API mirror of a static pod (pkg/kubelet/types): such a pod cannot be evicted."""
+
 
 # --------------------------------------------------------------------------------------------- sampling
 
@@ -158,6 +161,15 @@ class PodInfo:
     @property
     def live(self) -> bool:
         return not self.deleting and self.phase not in ("Succeeded", "Failed")
+
+    def tenant(self, tenant_label: str | None) -> str:
+        """The tenant, as every stage counts it: the ``tenant_label`` value when configured and set, else the
+        namespace."""
+        if tenant_label:
+            value = self.labels.get(tenant_label)
+            if value:
+                return value
+        return self.namespace
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,10 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from watchdog.config.action import ActionPolicy
-from watchdog.model import EvictionResult, PodInfo
-
-# kubelet marks the API mirror of a static pod with this annotation (pkg/kubelet/types/pod_update.go).
-MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+from watchdog.model import MIRROR_ANNOTATION, EvictionResult, PodInfo
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,9 +54,5 @@ def protection(pod: PodInfo, policy: ActionPolicy) -> str | None:
 
 
 def tenant_of(pod: PodInfo, policy: ActionPolicy) -> str:
-    """The tenant a pod belongs to: the configured label's value, else its namespace."""
-    if policy.tenant_label:
-        value = pod.labels.get(policy.tenant_label)
-        if value:
-            return value
-    return pod.namespace
+    """The tenant a pod belongs to under this policy's tenant label (``PodInfo.tenant``)."""
+    return pod.tenant(policy.tenant_label)

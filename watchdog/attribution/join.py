@@ -70,12 +70,8 @@ def attribute(
 
 
 def tenant_of(pod: PodInfo, tenant_label: str | None) -> str:
-    """The tenant a pod belongs to: its ``tenant_label`` value when configured and set, else its namespace."""
-    if tenant_label:
-        value = pod.labels.get(tenant_label)
-        if value:
-            return value
-    return pod.namespace
+    """The tenant a pod belongs to (``PodInfo.tenant``)."""
+    return pod.tenant(tenant_label)
 
 
 def unknown_devices(sample: NodeSample, assignments: Iterable[DeviceAssignment]) -> tuple[str, ...]:

@@ -11,11 +11,10 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import Iterable, Mapping
 
-from watchdog.model import PodInfo
+from watchdog.model import MIRROR_ANNOTATION, PodInfo
 
-# The kubelet marks a static pod's mirror with its config hash, which is also the UID in the pod's cgroup path
-# (pkg/kubelet/types/pod_update.go: ConfigMirrorAnnotationKey).
-MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+# The kubelet marks a static pod's mirror with its config hash (MIRROR_ANNOTATION), which is also the UID in the
+# pod's cgroup path (pkg/kubelet/types/pod_update.go: ConfigMirrorAnnotationKey).
 
 _UPSERT_EVENTS = frozenset({"ADDED", "MODIFIED"})
 

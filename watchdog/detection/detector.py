@@ -54,11 +54,8 @@ class Detector:
         """The pod's tenant: the configured label's value when the pod has it, else its namespace."""
         tenant = self._tenants.get(ref.key)
         if tenant is None:
-            tenant = ref.namespace
-            if self._tenant_label:
-                info = self._attribution.pod(ref)
-                if info is not None and info.labels.get(self._tenant_label):
-                    tenant = info.labels[self._tenant_label]
+            info = self._attribution.pod(ref) if self._tenant_label else None
+            tenant = info.tenant(self._tenant_label) if info is not None else ref.namespace
             self._tenants[ref.key] = tenant
         return tenant
 

@@ -40,11 +40,10 @@ from kubernetes.aio import client as k8s
 
 from watchdog.kube.client import KubeApi
 from watchdog.kube.errors import KubeError, KubeUnavailable, error_for_status, kube_errors, status_body, translate
-from watchdog.model import ContainerInfo, PodInfo
+from watchdog.model import MIRROR_ANNOTATION, ContainerInfo, PodInfo
 
 log = logging.getLogger(__name__)
 
-MIRROR_ANNOTATION = "kubernetes.io/config.mirror"  # set by the kubelet on a static pod's mirror (pkg/kubelet/types)
 _RUNTIME_SCHEMES = ("containerd://", "cri-o://", "docker://")
 MIB = 1024 * 1024
 

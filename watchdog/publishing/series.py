@@ -71,7 +71,7 @@ class Owners:
         """The pod's tenant label value, else its namespace, as detection and action count tenants."""
         if info is None or self._tenant_label is None:
             return ""
-        return info.labels.get(self._tenant_label) or info.namespace
+        return info.tenant(self._tenant_label)
 
     def tenant_of(self, ref: PodRef) -> str:
         if self._tenant_label is None:

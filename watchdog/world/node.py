@@ -19,6 +19,7 @@ from watchdog.fakes.apiserver_pods import build_pod
 from watchdog.fakes.kubelet import FakeKubelet
 from watchdog.sim import SimClock, SimulatedNode, load_scenario
 from watchdog.sim.scenario import PodSpec, Scenario
+from watchdog.model import MIRROR_ANNOTATION
 from watchdog.world.proc_tree import ProcTree, container_id_for
 
 log = logging.getLogger(__name__)
@@ -137,7 +138,7 @@ class SimulatedWorld:
         owner = None if pod.owner_kind == "Node" else pod.owner_kind
         annotations = dict(pod.annotations)
         if pod.owner_kind == "Node":
-            annotations["kubernetes.io/config.mirror"] = "simulated"
+            annotations[MIRROR_ANNOTATION] = "simulated"
         body = build_pod(
             namespace=pod.namespace,
             name=pod.name,
