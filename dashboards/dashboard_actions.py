@@ -8,18 +8,17 @@ are open, what every eviction decision ended in (`evictions_total{result}` count
 
 from __future__ import annotations
 
-from grafana_foundation_sdk.builders.dashboard import Dashboard, Row
+from grafana_foundation_sdk.builders.dashboard import Dashboard
 
 from dashboard_panels import (
     NAMESPACE,
     NODE,
     PanelIds,
     Query,
+    dashboard,
     label_table,
-    related_dashboards,
     single_stat,
     time_series,
-    variables,
 )
 
 UID = "gpu-watchdog-actions"
@@ -114,25 +113,15 @@ def _health(ids: PanelIds) -> list:
 
 def build_actions_dashboard() -> Dashboard:
     """The actions dashboard builder: status, findings, evictions, pipeline health."""
-    ids = PanelIds()
-    dashboard = (
-        Dashboard("gpu-watchdog / Findings and actions")
-        .uid(UID)
-        .description("gpu-watchdog's findings, eviction decisions and pipeline health.")
-        .tags(["gpu-watchdog", "gpu", "evictions"])
-        .refresh("30s")
-        .time("now-6h", "now")
-        .variables(variables())
-        .link(related_dashboards())
+    return dashboard(
+        title="gpu-watchdog / Findings and actions",
+        uid=UID,
+        description="gpu-watchdog's findings, eviction decisions and pipeline health.",
+        tags=["gpu-watchdog", "gpu", "evictions"],
+        sections=(
+            ("Status", _status),
+            ("Findings", _findings),
+            ("Evictions", _evictions),
+            ("Pipeline health", _health),
+        ),
     )
-    sections = (
-        ("Status", _status),
-        ("Findings", _findings),
-        ("Evictions", _evictions),
-        ("Pipeline health", _health),
-    )
-    for title, panels in sections:
-        dashboard = dashboard.with_row(Row(title).id(ids.next()))
-        for panel in panels(ids):
-            dashboard = dashboard.with_panel(panel)
-    return dashboard

@@ -10,18 +10,17 @@ not isolate them: every instance of a board shares its power budget and PCIe lin
 
 from __future__ import annotations
 
-from grafana_foundation_sdk.builders.dashboard import Dashboard, Row
+from grafana_foundation_sdk.builders.dashboard import Dashboard
 
 from dashboard_panels import (
     NAMESPACE,
     NODE,
     PanelIds,
     Query,
+    dashboard,
     label_table,
-    related_dashboards,
     single_stat,
     time_series,
-    variables,
 )
 
 UID = "gpu-watchdog-node"
@@ -157,27 +156,17 @@ def _xids(ids: PanelIds) -> list:
 
 def build_node_dashboard() -> Dashboard:
     """The node dashboard builder, rows in reading order: overview, MIG, whole GPUs, pods, board, Xids."""
-    ids = PanelIds()
-    dashboard = (
-        Dashboard("gpu-watchdog / Node GPUs and MIG instances")
-        .uid(UID)
-        .description("GPUs and MIG instances per node as gpu-watchdog samples them, with the pods on them.")
-        .tags(["gpu-watchdog", "gpu", "mig"])
-        .refresh("30s")
-        .time("now-6h", "now")
-        .variables(variables())
-        .link(related_dashboards())
+    return dashboard(
+        title="gpu-watchdog / Node GPUs and MIG instances",
+        uid=UID,
+        description="GPUs and MIG instances per node as gpu-watchdog samples them, with the pods on them.",
+        tags=["gpu-watchdog", "gpu", "mig"],
+        sections=(
+            ("Overview", _overview),
+            ("MIG instances (per GPU instance / compute instance)", _mig_instances),
+            ("Whole GPUs", _whole_gpus),
+            ("Time-sliced and shared GPUs: per pod", _time_sliced_pods),
+            ("Board: clocks, power, temperature, PCIe (shared by all MIG instances)", _board),
+            ("Xid faults", _xids),
+        ),
     )
-    sections = (
-        ("Overview", _overview),
-        ("MIG instances (per GPU instance / compute instance)", _mig_instances),
-        ("Whole GPUs", _whole_gpus),
-        ("Time-sliced and shared GPUs: per pod", _time_sliced_pods),
-        ("Board: clocks, power, temperature, PCIe (shared by all MIG instances)", _board),
-        ("Xid faults", _xids),
-    )
-    for title, panels in sections:
-        dashboard = dashboard.with_row(Row(title).id(ids.next()))
-        for panel in panels(ids):
-            dashboard = dashboard.with_panel(panel)
-    return dashboard

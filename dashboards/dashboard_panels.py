@@ -10,13 +10,16 @@ picks an older Grafana 10.1 build with schemaVersion 36 (kubernetes-and-friends.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 from grafana_foundation_sdk.builders import stat, table, timeseries
 from grafana_foundation_sdk.builders.common import ReduceDataOptions, VizLegendOptions
 from grafana_foundation_sdk.builders.dashboard import (
+    Dashboard,
     DashboardLink,
     DatasourceVariable,
     QueryVariable,
+    Row,
     ThresholdsConfig,
 )
 from grafana_foundation_sdk.builders.prometheus import Dataquery
@@ -103,6 +106,28 @@ class PanelIds:
     def next(self) -> int:
         self.last += 1
         return self.last
+
+
+def dashboard(
+    *, title: str, uid: str, description: str, tags: list[str], sections: tuple[tuple[str, Callable], ...]
+) -> Dashboard:
+    """A gpu-watchdog dashboard: shared header, variables and links, then one row per (title, panel builder)."""
+    ids = PanelIds()
+    built = (
+        Dashboard(title)
+        .uid(uid)
+        .description(description)
+        .tags(tags)
+        .refresh("30s")
+        .time("now-6h", "now")
+        .variables(variables())
+        .link(related_dashboards())
+    )
+    for row_title, panels in sections:
+        built = built.with_row(Row(row_title).id(ids.next()))
+        for panel in panels(ids):
+            built = built.with_panel(panel)
+    return built
 
 
 def _targets(queries: tuple[Query, ...], *, as_table: bool = False) -> list[Dataquery]:
