@@ -49,8 +49,10 @@ async def run_simulated(
         kube = KubeApi.from_url(world.api.url)
 
         async def world_sleep(seconds: float) -> None:
+            # The agent asks for what is left of its interval after the cycle's own (real) time; the world still
+            # moves exactly one tick per cycle, so simulated ticks and agent cycles stay aligned.
             await asyncio.sleep(seconds / speed)
-            world.advance(seconds)
+            world.advance(settings.sampling.interval_seconds)
 
         agent = Agent(settings, nvml=world.nvml, clock=world.clock, sleep=world_sleep, kube=kube, on_tick=on_tick)
         try:

@@ -219,9 +219,12 @@ class Agent:
             self.mqtt.offer(previous, snapshot)
         return snapshot
 
-    async def _ticker(self) -> None:
+    async def _ticker(self, ticks: int | None = None) -> None:
+        """One cycle per interval, forever or for ``ticks`` cycles."""
         interval = self.settings.sampling.interval_seconds
-        while True:
+        done = 0
+        while ticks is None or done < ticks:
+            done += 1
             started = time.monotonic()  # the cycle's own duration, immune to wall-clock steps
             await self.cycle_once()
             await self.sleep(min(interval, max(0.0, interval - (time.monotonic() - started))))
@@ -251,18 +254,12 @@ class Agent:
                 if ticks is None:
                     group.create_task(self._ticker(), name="ticker")
                 else:
-                    await self._bounded(ticks)
+                    await self._ticker(ticks)
                     raise _Done
         except* _Done:
             pass
         finally:
             await self.stop()
-
-    async def _bounded(self, ticks: int) -> None:
-        interval = self.settings.sampling.interval_seconds
-        for _ in range(ticks):
-            await self.cycle_once()
-            await self.sleep(interval)
 
 
 class _Done(Exception):
