@@ -22,7 +22,7 @@ from typing import Any, Callable
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from watchdog.sampling import NvmlSampler  # noqa: E402
-from watchdog.sim import SimClock, SimulatedNode  # noqa: E402
+from watchdog.simulation import SimClock, SimulatedGpuNode  # noqa: E402
 
 
 class TimingProxy:
@@ -72,7 +72,7 @@ def dense_scenario(gpus: int, *, profile: str = "1g.10gb", per_gpu: int = 7) -> 
 
 def measure(gpus: int, ticks: int) -> dict[str, float]:
     clock = SimClock()
-    node = SimulatedNode.from_scenario(dense_scenario(gpus), clock)
+    node = SimulatedGpuNode.from_scenario(dense_scenario(gpus), clock)
     proxy = TimingProxy(node.nvml)
     sampler = NvmlSampler(proxy, node="bench", clock=clock)
     sampler.open()

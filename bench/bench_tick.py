@@ -28,12 +28,12 @@ from watchdog.detection import Detector  # noqa: E402
 from watchdog.model import DeviceAssignment, PodInfo, Snapshot  # noqa: E402
 from watchdog.publishing import render  # noqa: E402
 from watchdog.sampling import NvmlSampler  # noqa: E402
-from watchdog.sim import SimClock, SimulatedNode  # noqa: E402
+from watchdog.simulation import SimClock, SimulatedGpuNode  # noqa: E402
 
 
 def run(gpus: int, ticks: int) -> dict[str, float]:
     clock = SimClock()
-    node = SimulatedNode.from_scenario(dense_scenario(gpus), clock)
+    node = SimulatedGpuNode.from_scenario(dense_scenario(gpus), clock)
     proxy = TimingProxy(node.nvml)
     sampler = NvmlSampler(proxy, node="bench", clock=clock)
     sampler.open()

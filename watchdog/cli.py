@@ -64,14 +64,15 @@ def cmd_check_config(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from watchdog.demo.runner import DEFAULT_SCENARIO, run_simulated
+    from watchdog.demo.screen import live_table
+    from watchdog.simulation.runner import DEFAULT_SCENARIO, run_simulated
 
     tui = sys.stdout.isatty() and not args.no_tui
     _setup_logging(quiet=tui)
     scenario = args.scenario or DEFAULT_SCENARIO
     flags = _mode_flags(args)
-    return _run_async(run_simulated(scenario, port=args.port, config=args.config, flags=flags, tui=tui,
-                                    speed=args.speed))
+    return _run_async(run_simulated(scenario, port=args.port, config=args.config, flags=flags,
+                                    screen=live_table(sys.stdout) if tui else None, speed=args.speed))
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -79,7 +80,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.port is not None:
         flags["publishing"] = {"port": args.port}
     if args.simulate:
-        from watchdog.demo.runner import run_simulated
+        from watchdog.simulation.runner import run_simulated
 
         _setup_logging()
         port = 9435 if args.port is None else args.port
@@ -145,9 +146,9 @@ def cmd_probe(args: argparse.Namespace) -> int:
     from watchdog.sampling.probe import probe
 
     if args.simulate:
-        from watchdog.sim import SimClock, SimulatedNode
+        from watchdog.simulation import SimClock, SimulatedGpuNode
 
-        nvml = SimulatedNode.from_scenario(args.simulate, SimClock(1.0)).nvml
+        nvml = SimulatedGpuNode.from_scenario(args.simulate, SimClock(1.0)).nvml
     else:
         try:
             nvml = load()
@@ -185,7 +186,7 @@ def cmd_record(args: argparse.Namespace) -> int:
 
     try:
         if args.simulate:
-            from watchdog.demo.runner import run_simulated
+            from watchdog.simulation.runner import run_simulated
 
             return _run_async(run_simulated(args.simulate, port=args.port, config=args.config, on_tick=on_tick,
                                             ticks=args.ticks, speed=args.speed, flags=flags))

@@ -11,7 +11,7 @@ import pytest
 from action_builders import finding, pod
 from watchdog.action import ActionStage, AuditLog, KillSwitch
 from watchdog.config.action import ActionPolicy
-from watchdog.fakes.apiserver import FakeApiServer
+from watchdog.simulation.cluster.apiserver import FakeApiServer
 from watchdog.kube.client import KubeApi
 from watchdog.kube.eviction import KubeEvictions
 from watchdog.kube.pods import pod_info

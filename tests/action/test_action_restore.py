@@ -10,7 +10,7 @@ import pytest
 from action_builders import finding
 from watchdog.action import ActionStage, AuditLog
 from watchdog.config.action import ActionPolicy
-from watchdog.fakes.apiserver import FakeApiServer
+from watchdog.simulation.cluster.apiserver import FakeApiServer
 from watchdog.kube.client import KubeApi
 from watchdog.kube.eviction import RecordedEviction, KubeEvictions
 from watchdog.kube.pods import pod_info

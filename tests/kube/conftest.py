@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from watchdog.fakes.apiserver import FakeApiServer
+from watchdog.simulation.cluster.apiserver import FakeApiServer
 from watchdog.kube.client import KubeApi
 
 

@@ -9,7 +9,7 @@ from mqtt_broker import PREFIX, on_topic
 
 from watchdog.kube.client import KubeApi
 from watchdog.service.agent import Agent
-from watchdog.world import SimulatedWorld
+from watchdog.simulation.world import SimulatedWorld
 
 SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "interference-timeslice-a100.yaml"
 

@@ -8,7 +8,7 @@ import pytest
 
 from watchdog.config.sampling import SamplingSettings
 from watchdog.sampling import NvmlSampler
-from watchdog.sim import DEMO_SCENARIO, SimClock, SimulatedNode, load_scenario
+from watchdog.simulation import DEMO_SCENARIO, SimClock, SimulatedGpuNode, load_scenario
 
 
 @pytest.fixture
@@ -17,14 +17,14 @@ def clock() -> SimClock:
 
 
 @pytest.fixture
-def node(clock: SimClock) -> Iterator[SimulatedNode]:
-    simulated = SimulatedNode.from_scenario(load_scenario(DEMO_SCENARIO), clock)
+def node(clock: SimClock) -> Iterator[SimulatedGpuNode]:
+    simulated = SimulatedGpuNode.from_scenario(load_scenario(DEMO_SCENARIO), clock)
     yield simulated
     simulated.close()
 
 
 @pytest.fixture
-def sampler(node: SimulatedNode, clock: SimClock) -> Iterator[NvmlSampler]:
+def sampler(node: SimulatedGpuNode, clock: SimClock) -> Iterator[NvmlSampler]:
     instance = NvmlSampler(node.nvml, node="sim-node-1", clock=clock, settings=SamplingSettings())
     instance.open()
     yield instance

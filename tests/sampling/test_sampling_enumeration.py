@@ -5,12 +5,12 @@ from __future__ import annotations
 import pynvml
 
 from watchdog.sampling import NvmlSampler
-from watchdog.sim import SimClock, SimulatedNode
+from watchdog.simulation import SimClock, SimulatedGpuNode
 
 LOOKUP = "nvmlDeviceGetMigDeviceHandleByIndex"
 
 
-def _mig_uuids(node: SimulatedNode, gpu: int) -> set[str]:
+def _mig_uuids(node: SimulatedGpuNode, gpu: int) -> set[str]:
     return {d.uuid for d in node.device_uuids() if d.gpu_index == gpu and d.slot is not None}
 
 
@@ -21,7 +21,7 @@ def _found(sampler: NvmlSampler, clock: SimClock, tick: int) -> list[set[str]]:
 
 
 def test_identity_refused_on_one_mig_device_spares_its_siblings_and_recovers(
-    sampler: NvmlSampler, node: SimulatedNode, clock: SimClock
+    sampler: NvmlSampler, node: SimulatedGpuNode, clock: SimClock
 ) -> None:
     # The GPU's own UUID was read at open, so the next nvmlDeviceGetUUID on GPU 0 is the first MIG device's.
     node.inject_error("nvmlDeviceGetUUID", pynvml.NVML_ERROR_NO_PERMISSION, device_index=0, times=1)
@@ -40,7 +40,7 @@ def test_identity_refused_on_one_mig_device_spares_its_siblings_and_recovers(
 
 
 def test_identity_failure_during_a_rescan_keeps_the_known_instance(
-    sampler: NvmlSampler, node: SimulatedNode, clock: SimClock
+    sampler: NvmlSampler, node: SimulatedGpuNode, clock: SimClock
 ) -> None:
     everything = _mig_uuids(node, 0)
     assert _found(sampler, clock, 0)[0] == everything
@@ -53,7 +53,7 @@ def test_identity_failure_during_a_rescan_keeps_the_known_instance(
 
 
 def test_failing_slot_keeps_its_previous_entry_and_is_scanned_again_without_a_request(
-    sampler: NvmlSampler, node: SimulatedNode, clock: SimClock
+    sampler: NvmlSampler, node: SimulatedGpuNode, clock: SimClock
 ) -> None:
     everything = _mig_uuids(node, 0)
     assert _found(sampler, clock, 0)[0] == everything
@@ -71,7 +71,7 @@ def test_failing_slot_keeps_its_previous_entry_and_is_scanned_again_without_a_re
 
 
 def test_sparse_slot_failing_on_the_first_scan_comes_back_without_a_request(
-    sampler: NvmlSampler, node: SimulatedNode, clock: SimClock
+    sampler: NvmlSampler, node: SimulatedGpuNode, clock: SimClock
 ) -> None:
     # Demo GPU 0 as [3g, 2g, 1g, 1g]: MIG slots 0, 4, 3, 6, with 1, 2, 5 empty (NotFound).
     node.reconfigure_mig(0, ["3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"])
@@ -87,7 +87,7 @@ def test_sparse_slot_failing_on_the_first_scan_comes_back_without_a_request(
 
 
 def test_instance_destroyed_between_lookup_and_description_is_not_kept(
-    sampler: NvmlSampler, node: SimulatedNode, clock: SimClock
+    sampler: NvmlSampler, node: SimulatedGpuNode, clock: SimClock
 ) -> None:
     everything = _mig_uuids(node, 0)
     assert _found(sampler, clock, 0)[0] == everything

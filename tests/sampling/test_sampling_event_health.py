@@ -10,7 +10,7 @@ import pytest
 
 from watchdog.model import XidEvent
 from watchdog.sampling import NvmlSampler, XidWatcher
-from watchdog.sim import SimClock, SimulatedNode
+from watchdog.simulation import SimClock, SimulatedGpuNode
 
 READY_SECONDS = 10.0  # bound on thread start-up (real time); never reached when things work
 WAIT = "nvmlEventSetWait_v2"
@@ -22,14 +22,14 @@ def received() -> list[XidEvent]:
 
 
 @pytest.fixture
-def watcher(sampler: NvmlSampler, clock: SimClock, node: SimulatedNode, received: list) -> Iterator[XidWatcher]:
+def watcher(sampler: NvmlSampler, clock: SimClock, node: SimulatedGpuNode, received: list) -> Iterator[XidWatcher]:
     instance = XidWatcher(node.nvml, on_event=received.append, clock=clock, wait_ms=1,
                           node_handles=sampler.gpu_handles(), error_backoff_seconds=0.5, recreate_after_errors=3)
     yield instance
     instance.stop()  # frees the set before the sampler's nvmlShutdown
 
 
-def test_a_set_that_keeps_failing_is_created_again(watcher: XidWatcher, node: SimulatedNode, received: list) -> None:
+def test_a_set_that_keeps_failing_is_created_again(watcher: XidWatcher, node: SimulatedGpuNode, received: list) -> None:
     assert watcher.poll_once() == 0.0  # creates and registers
     assert watcher.registered == [0, 1, 2] and not watcher.watching  # no wait has ended yet
     assert watcher.poll_once() == 0.0 and watcher.watching  # a Timeout: all is well
@@ -49,7 +49,7 @@ def test_a_set_that_keeps_failing_is_created_again(watcher: XidWatcher, node: Si
     assert watcher.error_counts() == {"invalid_argument": 3, "event_set_recreated": 1}
 
 
-def test_errors_that_are_not_in_a_row_do_not_recreate(watcher: XidWatcher, node: SimulatedNode) -> None:
+def test_errors_that_are_not_in_a_row_do_not_recreate(watcher: XidWatcher, node: SimulatedGpuNode) -> None:
     watcher.poll_once()
     for _ in range(3):
         node.inject_error(WAIT, pynvml.NVML_ERROR_UNKNOWN, times=2)
@@ -61,7 +61,7 @@ def test_errors_that_are_not_in_a_row_do_not_recreate(watcher: XidWatcher, node:
     assert watcher.error_counts() == {"unknown": 6}
 
 
-def test_lost_gpu_is_left_out_when_the_set_is_created_again(watcher: XidWatcher, node: SimulatedNode) -> None:
+def test_lost_gpu_is_left_out_when_the_set_is_created_again(watcher: XidWatcher, node: SimulatedGpuNode) -> None:
     watcher.poll_once()
     node.lose_gpu(2)
     node.inject_error(WAIT, pynvml.NVML_ERROR_GPU_IS_LOST, times=2)
@@ -77,7 +77,7 @@ def test_lost_gpu_is_left_out_when_the_set_is_created_again(watcher: XidWatcher,
     assert watcher.error_counts() == {"gpu_is_lost": 4, "event_set_recreated": 1}
 
 
-def test_set_creation_failure_backs_off_and_retries(watcher: XidWatcher, node: SimulatedNode) -> None:
+def test_set_creation_failure_backs_off_and_retries(watcher: XidWatcher, node: SimulatedGpuNode) -> None:
     node.inject_error("nvmlEventSetCreate", pynvml.NVML_ERROR_UNKNOWN, times=1)
 
     assert watcher.poll_once() == 0.5
@@ -85,13 +85,13 @@ def test_set_creation_failure_backs_off_and_retries(watcher: XidWatcher, node: S
     assert watcher.registered == [0, 1, 2]
 
 
-def test_recreate_after_errors_must_be_positive(node: SimulatedNode, clock: SimClock) -> None:
+def test_recreate_after_errors_must_be_positive(node: SimulatedGpuNode, clock: SimClock) -> None:
     with pytest.raises(ValueError, match="recreate_after_errors"):
         XidWatcher(node.nvml, on_event=lambda event: None, clock=clock, recreate_after_errors=0)
 
 
 async def test_a_running_watcher_with_no_gpu_registered_is_not_healthy(
-    sampler: NvmlSampler, node: SimulatedNode, clock: SimClock
+    sampler: NvmlSampler, node: SimulatedGpuNode, clock: SimClock
 ) -> None:
     node.inject_error("nvmlDeviceGetSupportedEventTypes", pynvml.NVML_ERROR_NOT_SUPPORTED, times=None)
     watcher = XidWatcher(node.nvml, on_event=lambda event: None, clock=clock, wait_ms=20,
@@ -107,7 +107,7 @@ async def test_a_running_watcher_with_no_gpu_registered_is_not_healthy(
 
 
 async def test_a_running_watcher_that_delivers_is_healthy_and_a_stopped_one_is_not(
-    sampler: NvmlSampler, node: SimulatedNode, clock: SimClock
+    sampler: NvmlSampler, node: SimulatedGpuNode, clock: SimClock
 ) -> None:
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[XidEvent] = asyncio.Queue()

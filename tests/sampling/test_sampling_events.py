@@ -10,7 +10,7 @@ import pytest
 
 from watchdog.model import XidEvent
 from watchdog.sampling import NvmlSampler, XidWatcher
-from watchdog.sim import SimClock, SimulatedNode
+from watchdog.simulation import SimClock, SimulatedGpuNode
 
 READY_SECONDS = 10.0  # bound on thread start-up (real time); never reached when things work
 EVENT_SECONDS = 10.0
@@ -36,13 +36,13 @@ async def delivery() -> AsyncIterator[Delivery]:
     yield Delivery(asyncio.get_running_loop())
 
 
-def _watcher(node: SimulatedNode, clock: SimClock, delivery: Delivery, **options) -> XidWatcher:
+def _watcher(node: SimulatedGpuNode, clock: SimClock, delivery: Delivery, **options) -> XidWatcher:
     return XidWatcher(node.nvml, on_event=delivery.on_event, clock=clock, wait_ms=50,
                       on_mig_change=delivery.mig_changes.append, **options)
 
 
 async def test_events_arrive_in_order_with_instance_ids(
-    sampler: NvmlSampler, node: SimulatedNode, clock: SimClock, delivery: Delivery
+    sampler: NvmlSampler, node: SimulatedGpuNode, clock: SimClock, delivery: Delivery
 ) -> None:
     watcher = _watcher(node, clock, delivery, node_handles=sampler.gpu_handles())
     watcher.start()
@@ -67,7 +67,7 @@ async def test_events_arrive_in_order_with_instance_ids(
 
 
 async def test_scheduled_xid_and_mig_change_follow_the_clock(
-    node: SimulatedNode, clock: SimClock, delivery: Delivery, sampler: NvmlSampler
+    node: SimulatedGpuNode, clock: SimClock, delivery: Delivery, sampler: NvmlSampler
 ) -> None:
     watcher = _watcher(node, clock, delivery)  # enumerates the GPUs itself
     watcher.start()
@@ -87,7 +87,7 @@ async def test_scheduled_xid_and_mig_change_follow_the_clock(
 
 
 async def test_gpu_lost_in_wait_is_counted_and_the_watch_goes_on(
-    sampler: NvmlSampler, node: SimulatedNode, clock: SimClock, delivery: Delivery
+    sampler: NvmlSampler, node: SimulatedGpuNode, clock: SimClock, delivery: Delivery
 ) -> None:
     watcher = _watcher(node, clock, delivery, node_handles=sampler.gpu_handles(), error_backoff_seconds=0.01)
     watcher.start()
@@ -104,7 +104,7 @@ async def test_gpu_lost_in_wait_is_counted_and_the_watch_goes_on(
 
 
 async def test_unsupported_gpu_is_skipped_and_a_failing_consumer_is_survived(
-    sampler: NvmlSampler, node: SimulatedNode, clock: SimClock, delivery: Delivery
+    sampler: NvmlSampler, node: SimulatedGpuNode, clock: SimClock, delivery: Delivery
 ) -> None:
     node.inject_error("nvmlDeviceGetSupportedEventTypes", pynvml.NVML_ERROR_NOT_SUPPORTED, device_index=0)
     failures = iter([RuntimeError("consumer bug")])
@@ -129,7 +129,7 @@ async def test_unsupported_gpu_is_skipped_and_a_failing_consumer_is_survived(
     assert watcher.error_counts() == {"not_supported": 1, "callback": 1}
 
 
-def test_stop_joins_the_thread_and_frees_the_event_set(node: SimulatedNode, clock: SimClock) -> None:
+def test_stop_joins_the_thread_and_frees_the_event_set(node: SimulatedGpuNode, clock: SimClock) -> None:
     node.nvml.nvmlInit()
     watcher = XidWatcher(node.nvml, on_event=lambda event: None, clock=clock, wait_ms=20)
     watcher.start()
@@ -143,6 +143,6 @@ def test_stop_joins_the_thread_and_frees_the_event_set(node: SimulatedNode, cloc
     node.nvml.nvmlShutdown()
 
 
-def test_wait_ms_must_be_positive(node: SimulatedNode, clock: SimClock) -> None:
+def test_wait_ms_must_be_positive(node: SimulatedGpuNode, clock: SimClock) -> None:
     with pytest.raises(ValueError, match="wait_ms"):
         XidWatcher(node.nvml, on_event=lambda event: None, clock=clock, wait_ms=0)

@@ -7,11 +7,11 @@ from sampling_helpers import run_ticks
 
 from watchdog.config.sampling import SamplingSettings
 from watchdog.sampling import NvmlSampler
-from watchdog.sim import SimClock, SimulatedNode
+from watchdog.simulation import SimClock, SimulatedGpuNode
 
 
 def test_not_supported_value_is_absent_and_never_asked_again(
-    sampler: NvmlSampler, node: SimulatedNode, clock: SimClock
+    sampler: NvmlSampler, node: SimulatedGpuNode, clock: SimClock
 ) -> None:
     node.inject_error("nvmlDeviceGetPowerUsage", pynvml.NVML_ERROR_NOT_SUPPORTED, device_index=0, times=1)
     first = sampler.sample(0)
@@ -25,7 +25,7 @@ def test_not_supported_value_is_absent_and_never_asked_again(
     assert sampler.error_counts() == {"not_supported": 1}
 
 
-def test_timeout_costs_one_value_for_one_tick(sampler: NvmlSampler, node: SimulatedNode, clock: SimClock) -> None:
+def test_timeout_costs_one_value_for_one_tick(sampler: NvmlSampler, node: SimulatedGpuNode, clock: SimClock) -> None:
     node.inject_error("nvmlDeviceGetTemperature", pynvml.NVML_ERROR_TIMEOUT, device_index=1, times=1)
     first = sampler.sample(0)
     clock.advance(1.0)
@@ -37,7 +37,7 @@ def test_timeout_costs_one_value_for_one_tick(sampler: NvmlSampler, node: Simula
     assert sampler.error_counts() == {"timeout": 1}
 
 
-def test_unknown_error_is_counted_by_name(sampler: NvmlSampler, node: SimulatedNode, clock: SimClock) -> None:
+def test_unknown_error_is_counted_by_name(sampler: NvmlSampler, node: SimulatedGpuNode, clock: SimClock) -> None:
     node.inject_error("nvmlDeviceGetMemoryInfo", pynvml.NVML_ERROR_UNKNOWN, device_index=2, times=1)
     sample = sampler.sample(0)
 
@@ -46,7 +46,7 @@ def test_unknown_error_is_counted_by_name(sampler: NvmlSampler, node: SimulatedN
 
 
 def test_gpu_lost_marks_that_gpu_and_samples_the_others(
-    sampler: NvmlSampler, node: SimulatedNode, clock: SimClock
+    sampler: NvmlSampler, node: SimulatedGpuNode, clock: SimClock
 ) -> None:
     run_ticks(sampler, clock, 2)
     node.lose_gpu(1)
@@ -66,7 +66,7 @@ def test_gpu_lost_marks_that_gpu_and_samples_the_others(
     assert sampler.error_counts()["gpu_is_lost"] == 1
 
 
-def test_lost_gpu_is_retried_and_comes_back(node: SimulatedNode, clock: SimClock) -> None:
+def test_lost_gpu_is_retried_and_comes_back(node: SimulatedGpuNode, clock: SimClock) -> None:
     sampler = NvmlSampler(node.nvml, node="n", clock=clock, settings=SamplingSettings(lost_retry_seconds=5.0))
     sampler.open()
     run_ticks(sampler, clock, 2)
@@ -87,7 +87,7 @@ def test_lost_gpu_is_retried_and_comes_back(node: SimulatedNode, clock: SimClock
     assert all(mig.dram_bw_util is not None for mig in settled.gpus[0].instances)
 
 
-def test_gpu_lost_at_open_is_reported_lost(node: SimulatedNode, clock: SimClock) -> None:
+def test_gpu_lost_at_open_is_reported_lost(node: SimulatedGpuNode, clock: SimClock) -> None:
     node.lose_gpu(2)
     sampler = NvmlSampler(node.nvml, node="n", clock=clock)
     sampler.open()
@@ -99,7 +99,7 @@ def test_gpu_lost_at_open_is_reported_lost(node: SimulatedNode, clock: SimClock)
 
 
 def test_sparse_slots_are_all_scanned_past_a_failing_slot(
-    sampler: NvmlSampler, node: SimulatedNode, clock: SimClock
+    sampler: NvmlSampler, node: SimulatedGpuNode, clock: SimClock
 ) -> None:
     # Demo GPU 0 is [3g, 2g, 1g, 1g]: MIG slots 0, 4, 3, 6, with 1, 2, 5 empty (NotFound).
     node.reconfigure_mig(0, ["3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"])
@@ -117,7 +117,7 @@ def test_sparse_slots_are_all_scanned_past_a_failing_slot(
 
 
 def test_library_mismatch_falls_back_to_v2_and_remembers(
-    sampler: NvmlSampler, node: SimulatedNode, clock: SimClock
+    sampler: NvmlSampler, node: SimulatedGpuNode, clock: SimClock
 ) -> None:
     node.compute_processes_v3_missing = True
     sample = run_ticks(sampler, clock, 3)
@@ -131,7 +131,7 @@ def test_library_mismatch_falls_back_to_v2_and_remembers(
 
 
 def test_clock_reasons_fall_back_to_the_throttle_call(
-    sampler: NvmlSampler, node: SimulatedNode, clock: SimClock
+    sampler: NvmlSampler, node: SimulatedGpuNode, clock: SimClock
 ) -> None:
     node.clock_event_reasons_missing = True
     sample = run_ticks(sampler, clock, 3)
@@ -143,7 +143,7 @@ def test_clock_reasons_fall_back_to_the_throttle_call(
 
 
 def test_memory_falls_back_to_v1_when_v2_is_refused(
-    sampler: NvmlSampler, node: SimulatedNode, clock: SimClock
+    sampler: NvmlSampler, node: SimulatedGpuNode, clock: SimClock
 ) -> None:
     node.inject_error("nvmlDeviceGetMemoryInfo", pynvml.NVML_ERROR_ARGUMENT_VERSION_MISMATCH, device_index=2, times=1)
     first = sampler.sample(0)
@@ -160,7 +160,7 @@ def test_memory_falls_back_to_v1_when_v2_is_refused(
     assert sampler.error_counts() == {"argument_version_mismatch": 1}
 
 
-def test_broken_binding_costs_a_value_not_the_tick(sampler: NvmlSampler, node: SimulatedNode) -> None:
+def test_broken_binding_costs_a_value_not_the_tick(sampler: NvmlSampler, node: SimulatedGpuNode) -> None:
     def broken(handle: object) -> int:
         raise RuntimeError("binding bug")
 

@@ -6,7 +6,7 @@ import pytest
 from sampling_helpers import run_ticks
 
 from watchdog.sampling import NvmlSampler
-from watchdog.sim import SimClock, SimulatedNode
+from watchdog.simulation import SimClock, SimulatedGpuNode
 
 WHOLE_H100 = {
     "name": "one-h100",
@@ -22,12 +22,12 @@ WHOLE_H100 = {
 }
 
 
-def _held_samples(node: SimulatedNode) -> int:
+def _held_samples(node: SimulatedGpuNode) -> int:
     return node.nvml.calls["nvmlGpmSampleAlloc"] - node.nvml.calls["nvmlGpmSampleFree"]
 
 
 def test_stale_handles_trigger_enumeration_and_reset_gpm(
-    sampler: NvmlSampler, node: SimulatedNode, clock: SimClock
+    sampler: NvmlSampler, node: SimulatedGpuNode, clock: SimClock
 ) -> None:
     before = run_ticks(sampler, clock, 2)
     node.reconfigure_mig(0, ["7g.80gb"])
@@ -48,7 +48,7 @@ def test_stale_handles_trigger_enumeration_and_reset_gpm(
 
 
 def test_mig_change_request_enumerates_before_sampling(
-    sampler: NvmlSampler, node: SimulatedNode, clock: SimClock
+    sampler: NvmlSampler, node: SimulatedGpuNode, clock: SimClock
 ) -> None:
     run_ticks(sampler, clock, 2)
     node.reconfigure_mig(1, ["1g.10gb"] * 7)
@@ -64,7 +64,7 @@ def test_mig_change_request_enumerates_before_sampling(
 
 
 def test_gpm_samples_closer_than_100ms_keep_the_previous_value(
-    sampler: NvmlSampler, node: SimulatedNode, clock: SimClock
+    sampler: NvmlSampler, node: SimulatedGpuNode, clock: SimClock
 ) -> None:
     run_ticks(sampler, clock, 2)
     diffed = sampler.sample(2)
@@ -82,7 +82,7 @@ def test_gpm_samples_closer_than_100ms_keep_the_previous_value(
     assert sampler.error_counts() == {}
 
 
-def test_gpm_is_not_asked_on_a_gpu_without_it(sampler: NvmlSampler, node: SimulatedNode, clock: SimClock) -> None:
+def test_gpm_is_not_asked_on_a_gpu_without_it(sampler: NvmlSampler, node: SimulatedGpuNode, clock: SimClock) -> None:
     run_ticks(sampler, clock, 3)
 
     # H100s are in MIG mode (per-CI samples only, 7 instances); the A100 reports no GPM and is never sampled.
@@ -91,7 +91,7 @@ def test_gpm_is_not_asked_on_a_gpu_without_it(sampler: NvmlSampler, node: Simula
 
 
 def test_whole_gpu_gpm_when_not_in_mig_mode(clock: SimClock) -> None:
-    node = SimulatedNode.from_scenario(WHOLE_H100, clock)
+    node = SimulatedGpuNode.from_scenario(WHOLE_H100, clock)
     sampler = NvmlSampler(node.nvml, node="n", clock=clock)
     sampler.open()
     try:
@@ -109,7 +109,7 @@ def test_whole_gpu_gpm_when_not_in_mig_mode(clock: SimClock) -> None:
 
 
 def test_mig_mode_change_enumerates_and_asks_everything_again(
-    sampler: NvmlSampler, node: SimulatedNode, clock: SimClock
+    sampler: NvmlSampler, node: SimulatedGpuNode, clock: SimClock
 ) -> None:
     # The simulation cannot switch MIG off, so the mode call alone is made to say "disabled" for GPU 0: the
     # sampler must drop the instances, try the whole-GPU calls, and pick everything up again when MIG is back.

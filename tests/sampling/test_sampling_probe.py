@@ -7,7 +7,7 @@ import json
 import pynvml
 
 from watchdog.sampling import nvml_library, probe
-from watchdog.sim import SimClock, SimulatedNode
+from watchdog.simulation import SimClock, SimulatedGpuNode
 
 _MUTATING = ("Set", "Create", "Destroy", "Reset", "Clear", "Register")
 # The probe's own event set: process-local NVML state, created, registered on, waited on once and freed; it
@@ -15,7 +15,7 @@ _MUTATING = ("Set", "Create", "Destroy", "Reset", "Clear", "Register")
 _OWN_EVENT_SET = {"nvmlEventSetCreate", "nvmlDeviceRegisterEvents", "nvmlEventSetWait_v2", "nvmlEventSetFree"}
 
 
-def test_probe_reports_every_call_per_gpu_and_mig_device(node: SimulatedNode, clock: SimClock) -> None:
+def test_probe_reports_every_call_per_gpu_and_mig_device(node: SimulatedGpuNode, clock: SimClock) -> None:
     report = probe(node.nvml, sleep=clock.advance, event_wait_ms=5)
 
     json.dumps(report)  # JSON-able all the way down
@@ -41,7 +41,7 @@ def test_probe_reports_every_call_per_gpu_and_mig_device(node: SimulatedNode, cl
     assert report["gpm"]["streams"] == (1 + 4 + 4) + (1 + 3 + 3)
 
 
-def test_probe_only_reads(node: SimulatedNode, clock: SimClock) -> None:
+def test_probe_only_reads(node: SimulatedGpuNode, clock: SimClock) -> None:
     probe(node.nvml, sleep=clock.advance, event_wait_ms=5)
 
     called = {name for name, count in node.nvml.calls.items() if count}
@@ -51,7 +51,7 @@ def test_probe_only_reads(node: SimulatedNode, clock: SimClock) -> None:
     assert node.nvml.calls["nvmlInit"] == node.nvml.calls["nvmlShutdown"] == 1
 
 
-def test_probe_tries_the_xid_watchers_event_registration(node: SimulatedNode, clock: SimClock) -> None:
+def test_probe_tries_the_xid_watchers_event_registration(node: SimulatedGpuNode, clock: SimClock) -> None:
     report = probe(node.nvml, sleep=clock.advance, event_wait_ms=5)
 
     events = report["events"]
@@ -72,7 +72,7 @@ def test_probe_tries_the_xid_watchers_event_registration(node: SimulatedNode, cl
     assert node.nvml.calls["nvmlEventSetWait_v2"] == 1
 
 
-def test_probe_records_event_failures_and_still_frees_the_set(node: SimulatedNode, clock: SimClock) -> None:
+def test_probe_records_event_failures_and_still_frees_the_set(node: SimulatedGpuNode, clock: SimClock) -> None:
     # Twice: the per-GPU calls ask nvmlDeviceGetSupportedEventTypes first, then the events section.
     node.inject_error("nvmlDeviceGetSupportedEventTypes", pynvml.NVML_ERROR_NOT_SUPPORTED, device_index=1, times=2)
     node.inject_error("nvmlDeviceRegisterEvents", pynvml.NVML_ERROR_NO_PERMISSION, device_index=2)
@@ -91,7 +91,7 @@ def test_probe_records_event_failures_and_still_frees_the_set(node: SimulatedNod
     assert node.nvml.calls["nvmlEventSetCreate"] == node.nvml.calls["nvmlEventSetFree"] == 1
 
 
-def test_probe_without_a_driver_says_why(node: SimulatedNode) -> None:
+def test_probe_without_a_driver_says_why(node: SimulatedGpuNode) -> None:
     node.inject_error("nvmlInit", node.nvml.NVML_ERROR_LIBRARY_NOT_FOUND)
 
     report = probe(node.nvml, sleep=lambda seconds: None)

@@ -8,10 +8,10 @@ from sampling_helpers import run_ticks
 from watchdog.config.sampling import SamplingSettings
 from watchdog.sampling import NvmlSampler, NvmlUnavailable
 from watchdog.sampling.inventory import profile_from_name
-from watchdog.sim import SimClock, SimulatedNode
+from watchdog.simulation import SimClock, SimulatedGpuNode
 
 
-def test_full_sample_of_the_demo_node(sampler: NvmlSampler, node: SimulatedNode, clock: SimClock) -> None:
+def test_full_sample_of_the_demo_node(sampler: NvmlSampler, node: SimulatedGpuNode, clock: SimClock) -> None:
     sample = run_ticks(sampler, clock, 3)
 
     assert sample.node == "sim-node-1"
@@ -54,7 +54,7 @@ def test_full_sample_of_the_demo_node(sampler: NvmlSampler, node: SimulatedNode,
     assert sampler.error_counts() == {}
 
 
-def test_whole_gpu_readings_are_in_base_units(sampler: NvmlSampler, node: SimulatedNode, clock: SimClock) -> None:
+def test_whole_gpu_readings_are_in_base_units(sampler: NvmlSampler, node: SimulatedGpuNode, clock: SimClock) -> None:
     sample = run_ticks(sampler, clock, 2)
     state = node.state(1).gpus[0]
 
@@ -78,7 +78,7 @@ def test_first_tick_has_no_gpm_rates_and_the_second_has(sampler: NvmlSampler, cl
     assert all(mig.dram_bw_util is not None and mig.sm_util is not None for mig in second.gpus[0].instances)
 
 
-def test_steady_ticks_do_not_enumerate_again(sampler: NvmlSampler, node: SimulatedNode, clock: SimClock) -> None:
+def test_steady_ticks_do_not_enumerate_again(sampler: NvmlSampler, node: SimulatedGpuNode, clock: SimClock) -> None:
     run_ticks(sampler, clock, 2)
     before = node.nvml.calls.copy()
     run_ticks(sampler, clock, 5, first=2)
@@ -92,7 +92,7 @@ def test_steady_ticks_do_not_enumerate_again(sampler: NvmlSampler, node: Simulat
 
 
 def test_close_frees_gpm_samples_and_shuts_down_once(
-    sampler: NvmlSampler, node: SimulatedNode, clock: SimClock
+    sampler: NvmlSampler, node: SimulatedGpuNode, clock: SimClock
 ) -> None:
     run_ticks(sampler, clock, 3)
     sampler.close()
@@ -102,7 +102,7 @@ def test_close_frees_gpm_samples_and_shuts_down_once(
     assert node.nvml.calls["nvmlShutdown"] == 1
 
 
-def test_sample_opens_nvml_when_not_yet_open(node: SimulatedNode, clock: SimClock) -> None:
+def test_sample_opens_nvml_when_not_yet_open(node: SimulatedGpuNode, clock: SimClock) -> None:
     sampler = NvmlSampler(node.nvml, node="n", clock=clock)
     try:
         sample = sampler.sample(0)
@@ -112,7 +112,7 @@ def test_sample_opens_nvml_when_not_yet_open(node: SimulatedNode, clock: SimCloc
     assert node.nvml.calls["nvmlInit"] == 1
 
 
-def test_nvml_init_failure_degrades_to_an_empty_sample(node: SimulatedNode, clock: SimClock) -> None:
+def test_nvml_init_failure_degrades_to_an_empty_sample(node: SimulatedGpuNode, clock: SimClock) -> None:
     node.inject_error("nvmlInit", node.nvml.NVML_ERROR_LIBRARY_NOT_FOUND, times=2)
     sampler = NvmlSampler(node.nvml, node="n", clock=clock)
 
@@ -126,7 +126,7 @@ def test_nvml_init_failure_degrades_to_an_empty_sample(node: SimulatedNode, cloc
     assert len(recovered.gpus) == 3
 
 
-def test_process_shares_are_held_while_nvml_has_no_newer_sample(node: SimulatedNode, clock: SimClock) -> None:
+def test_process_shares_are_held_while_nvml_has_no_newer_sample(node: SimulatedGpuNode, clock: SimClock) -> None:
     sampler = NvmlSampler(node.nvml, node="n", clock=clock, settings=SamplingSettings(process_util_hold_seconds=2.0))
     sampler.open()
     first = sampler.sample(0)
@@ -140,7 +140,7 @@ def test_process_shares_are_held_while_nvml_has_no_newer_sample(node: SimulatedN
     assert sampler.error_counts() == {}  # NotFound here means "nothing new", not a failure
 
 
-def test_process_shares_expire_after_the_hold(node: SimulatedNode, clock: SimClock) -> None:
+def test_process_shares_expire_after_the_hold(node: SimulatedGpuNode, clock: SimClock) -> None:
     sampler = NvmlSampler(node.nvml, node="n", clock=clock, settings=SamplingSettings(process_util_hold_seconds=0.2))
     sampler.open()
     sampler.sample(0)
@@ -165,7 +165,7 @@ def test_profile_is_the_text_after_mig(name: str, profile: str) -> None:
 
 
 def test_process_utilisation_on_an_idle_gpu_is_nothing_new_not_an_error(clock: SimClock) -> None:
-    node = SimulatedNode.from_scenario({"name": "idle", "gpus": [{"model": "H100-80GB-HBM3"}]}, clock)
+    node = SimulatedGpuNode.from_scenario({"name": "idle", "gpus": [{"model": "H100-80GB-HBM3"}]}, clock)
     sampler = NvmlSampler(node.nvml, node="n", clock=clock)
     sampler.open()
     try:

@@ -15,7 +15,7 @@ import pytest
 
 from watchdog.kube.client import KubeApi
 from watchdog.service.agent import Agent
-from watchdog.world import SimulatedWorld
+from watchdog.simulation.world import SimulatedWorld
 
 REPO = Path(__file__).resolve().parents[2]
 SCENARIOS = REPO / "scenarios"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tests.service.conftest import SCENARIOS
-from watchdog.demo.runner import run_simulated
+from watchdog.simulation.runner import run_simulated
 
 
 async def test_bounded_simulated_run_moves_one_tick_per_cycle():

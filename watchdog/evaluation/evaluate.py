@@ -22,7 +22,7 @@ from watchdog.evaluation.report import ReportBuilder
 from watchdog.evaluation.scenario_run import run_scenario
 from watchdog.evaluation.truth import Truth, parse_truth
 from watchdog.model import Severity
-from watchdog.sim import Scenario, SimClock, SimulatedNode, load_scenario
+from watchdog.simulation import Scenario, SimClock, SimulatedGpuNode, load_scenario
 
 
 def hysteresis_ticks(detection: DetectionPolicy) -> dict[str, int]:
@@ -114,7 +114,7 @@ def _resolve_xid_instances(truth: Truth, scenario: Scenario) -> Truth:
     """Xid truth names an instance by its index in the GPU's mig list; findings carry the GPU instance id."""
     if not any(entry.instance is not None for entry in truth.xid):
         return truth
-    node = SimulatedNode(scenario, SimClock())
+    node = SimulatedGpuNode(scenario, SimClock())
     try:
         resolved = []
         for entry in truth.xid:

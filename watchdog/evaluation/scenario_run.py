@@ -19,8 +19,8 @@ from watchdog.config import Policy
 from watchdog.evaluation.stages import OfflineAgent, StepResult
 from watchdog.model import NOT_ATTRIBUTABLE, Attribution, ContainerInfo, DeviceAssignment, NodeSample, PodInfo, XidEvent
 from watchdog.sampling.sampler import NvmlSampler
-from watchdog.sim import Scenario, SimClock, SimulatedNode, load_scenario
-from watchdog.sim.scenario import PodSpec, format_uuid, stable_digest
+from watchdog.simulation import Scenario, SimClock, SimulatedGpuNode, load_scenario
+from watchdog.simulation.scenario import PodSpec, format_uuid, stable_digest
 
 # nvml.h: nvmlEventTypeXidCriticalError | DoubleBitEcc | SingleBitEcc, as the device plugin registers them.
 _EVENT_MASK = 0x8 | 0x2 | 0x1
@@ -100,7 +100,7 @@ class _EventDrain:
         self._nvml.nvmlEventSetFree(self._set)
 
 
-def _assignments(node: SimulatedNode) -> list[DeviceAssignment]:
+def _assignments(node: SimulatedGpuNode) -> list[DeviceAssignment]:
     rows = []
     for row in node.assignments():
         device_id, _, replica = row.device_id.partition("::")
@@ -114,7 +114,7 @@ def simulate(scenario: Scenario | str, *, tenant_label: str | None = None) -> It
     """(sample, attribution) for ticks 0 … duration_ticks − 1 of the scenario, through the real sampler and join."""
     scenario = load_scenario(scenario)
     clock = SimClock()
-    node = SimulatedNode(scenario, clock)
+    node = SimulatedGpuNode(scenario, clock)
     sampler = NvmlSampler(node.nvml, node=scenario.node, clock=clock.now)
     sampler.open()
     events = _EventDrain(node.nvml, sampler.gpu_handles())

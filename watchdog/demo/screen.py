@@ -1,0 +1,26 @@
+"""The demo's live screen: the terminal table redrawn once a second beside the running agent.
+
+The runner in ``watchdog.simulation`` only runs the world and the agent; what a person watches is the demo's
+concern, so the screen lives here and is handed to the runner.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import IO, Any, Awaitable, Callable
+
+from watchdog.demo.table import render_table
+
+
+def live_table(out: IO[str]) -> Callable[[Any], Awaitable[None]]:
+    """A screen for ``run_simulated``: redraws ``agent.cycle.snapshot`` (ANSI home + clear) once a second."""
+
+    async def redraw(agent: Any) -> None:
+        while True:
+            text = render_table(agent.cycle.snapshot)
+            out.write("\x1b[H\x1b[2J" + f"gpu-watchdog demo — metrics on http://127.0.0.1:{agent.port}/metrics "
+                      "(Ctrl-C to stop)\n\n" + text + "\n")
+            out.flush()
+            await asyncio.sleep(1.0)
+
+    return redraw

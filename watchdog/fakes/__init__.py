@@ -1,1 +1,0 @@
-"""In-process stand-ins for the cluster boundary (kubelet, API server), used by tests and the demo."""
