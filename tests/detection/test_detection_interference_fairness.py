@@ -13,7 +13,7 @@ from detection_builders import MAX_CLOCK, SW_POWER_CAP, Noise, attribution, gpu,
 from watchdog.config.detection import DetectionPolicy
 from watchdog.detection import Detector
 from watchdog.detection.domains import devices_of, domains_of
-from watchdog.detection.signals import fair_levels
+from watchdog.detection.victim_signals import fair_levels
 from watchdog.model import FindingKind, NodeSample, Severity
 
 HW_SLOWDOWN, HW_THERMAL, HW_POWER_BRAKE, SW_THERMAL = 0x8, 0x40, 0x80, 0x20

@@ -18,7 +18,7 @@ from watchdog.model import (
     Snapshot,
     StageStatus,
 )
-from watchdog.publishing.events import SCHEMA_VERSION, events_for, topic_segment
+from watchdog.publishing.mqtt_events import SCHEMA_VERSION, events_for, topic_segment
 
 VICTIM = PodRef("team-a", "trainer-0", uid="u-1", container="main")
 CULPRIT = PodRef("team-b", "hog-7", uid="u-2")

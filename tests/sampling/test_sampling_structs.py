@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pynvml
 import pytest
 
-from watchdog.sampling.errors import CallGuard, ErrorCounts
+from watchdog.sampling.call_guard import CallGuard, ErrorCounts
 from watchdog.sampling.gpm import DRAM_BW_UTIL, SM_OCCUPANCY, SM_UTIL, GpmTracker
 from watchdog.sampling.structs import FieldReader, field_getter, field_setter
 

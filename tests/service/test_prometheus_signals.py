@@ -13,7 +13,7 @@ from aiohttp import web
 
 from tests.service.conftest import poll
 from watchdog.config import DetectionPolicy, SignalsSettings
-from watchdog.service.signals import PrometheusSignals, parse_vector
+from watchdog.service.prometheus_signals import PrometheusSignals, parse_vector
 
 POLICY = DetectionPolicy.model_validate(
     {"victim_signal_overrides": {"prod": {"query": "app_p99_latency_seconds", "threshold": 0.5}}}

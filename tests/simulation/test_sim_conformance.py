@@ -250,7 +250,7 @@ def test_sampling_getattr_fallback_values_are_pynvmls():
 
 
 def test_event_bits_of_the_xid_watcher_are_pynvmls():
-    from watchdog.sampling import events
+    from watchdog.sampling import xid_watcher as events
 
     assert events.XID_CRITICAL == pynvml.nvmlEventTypeXidCriticalError
     assert events.DOUBLE_BIT_ECC == pynvml.nvmlEventTypeDoubleBitEccError

@@ -22,7 +22,7 @@ from watchdog.config.loading import ConfigError, deep_merge, env_overrides, read
 from watchdog.config.mqtt import MqttSettings
 from watchdog.config.publishing import PublishingSettings
 from watchdog.config.sampling import SamplingSettings
-from watchdog.config.signals import SignalsSettings
+from watchdog.config.prometheus_signals import SignalsSettings
 from watchdog.model import Mode
 
 __all__ = [

@@ -17,7 +17,7 @@ from watchdog.detection.antagonist import UNATTRIBUTED, Before, find_antagonist
 from watchdog.detection.domains import Domain, DomainKind
 from watchdog.detection.episodes import ClosedEpisode, DomainState, Episode, PodState
 from watchdog.detection.rings import Baseline, SlotRing
-from watchdog.detection.signals import Signal, contended, fair_levels, victim_signal
+from watchdog.detection.victim_signals import Signal, contended, fair_levels, victim_signal
 from watchdog.model import Attribution, Finding, FindingKind, PodRef, Severity
 
 

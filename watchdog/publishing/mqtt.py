@@ -24,7 +24,7 @@ import aiomqtt
 
 from watchdog.config.mqtt import MqttSettings
 from watchdog.model import Snapshot
-from watchdog.publishing.events import events_for, offline_payload, status_payload, topic_segment
+from watchdog.publishing.mqtt_events import events_for, offline_payload, status_payload, topic_segment
 
 log = logging.getLogger(__name__)
 

@@ -4,8 +4,8 @@ The NVML module is always a parameter (real pynvml via ``nvml_library.load()``, 
 so nothing here knows whether the GPU is real.
 """
 
-from watchdog.sampling.errors import ErrorCounts, error_name
-from watchdog.sampling.events import XidWatcher
+from watchdog.sampling.call_guard import ErrorCounts, error_name
+from watchdog.sampling.xid_watcher import XidWatcher
 from watchdog.sampling.probe import probe
 from watchdog.sampling.sampler import NvmlSampler, NvmlUnavailable
 

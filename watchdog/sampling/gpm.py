@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Callable, Hashable
 
-from watchdog.sampling.errors import CallGuard
+from watchdog.sampling.call_guard import CallGuard
 from watchdog.sampling.structs import field_getter, field_setter
 
 # nvml.h: NVML_GPM_METRIC_* ids; every *_UTIL / occupancy metric is a percentage 0–100.

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
-from watchdog.sampling.errors import CallGuard, GpuLost, nvml_code
+from watchdog.sampling.call_guard import CallGuard, GpuLost, nvml_code
 
 MIG_NAME_MARK = " MIG "
 

@@ -15,7 +15,7 @@ import time
 from types import ModuleType
 from typing import Any, Callable
 
-from watchdog.sampling.errors import error_name, nvml_code
+from watchdog.sampling.call_guard import error_name, nvml_code
 from watchdog.sampling.gpm import DRAM_BW_UTIL, SM_OCCUPANCY, SM_UTIL
 from watchdog.sampling.inventory import text
 from watchdog.sampling.probe_events import probe_events

@@ -13,7 +13,7 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any, Callable, Sequence
 
-from watchdog.sampling.events import wanted_event_mask
+from watchdog.sampling.xid_watcher import wanted_event_mask
 
 Record = Callable[..., Any]  # probe._Recorder: (report, label, function, *args) → value or None
 

@@ -15,7 +15,7 @@ from types import ModuleType
 from typing import Any, Callable
 
 from watchdog.model import NOT_ATTRIBUTABLE, ProcessSample
-from watchdog.sampling.errors import CallGuard, error_name, nvml_code
+from watchdog.sampling.call_guard import CallGuard, error_name, nvml_code
 
 V3_CALL = "nvmlDeviceGetComputeRunningProcesses"
 V2_CALL = "nvmlDeviceGetComputeRunningProcesses_v2"

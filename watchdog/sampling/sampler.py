@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 from watchdog.config.sampling import SamplingSettings
 from watchdog.model import GpuSample, MigSample, NodeSample
-from watchdog.sampling.errors import CallGuard, ErrorCounts, GpuLost, StaleHandle, nvml_code
+from watchdog.sampling.call_guard import CallGuard, ErrorCounts, GpuLost, StaleHandle, nvml_code
 from watchdog.sampling.gpm import DRAM_BW_UTIL, SM_OCCUPANCY, SM_UTIL, GpmTracker
 from watchdog.sampling.inventory import GpuEntry, MigEntry, enumerate_instances, open_gpu, read_mig_mode, text
 from watchdog.sampling.processes import ProcessReader

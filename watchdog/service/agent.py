@@ -28,11 +28,11 @@ from watchdog.kube.eviction import KubeEvictions
 from watchdog.kube.pods import PodWatcher
 from watchdog.publishing.mqtt import MqttPublisher
 from watchdog.publishing.server import MetricsServer
-from watchdog.sampling.events import XidWatcher
+from watchdog.sampling.xid_watcher import XidWatcher
 from watchdog.sampling.sampler import NvmlSampler
 from watchdog.service.cycle import Cycle, TickHook
 from watchdog.service.policy_watch import PolicyWatcher
-from watchdog.service.signals import PrometheusSignals
+from watchdog.service.prometheus_signals import PrometheusSignals
 from watchdog.service.state import AgentState, CounterDelta
 
 log = logging.getLogger(__name__)

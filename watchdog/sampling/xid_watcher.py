@@ -22,7 +22,7 @@ from types import ModuleType
 from typing import Any, Callable, Hashable, Sequence
 
 from watchdog.model import NOT_ATTRIBUTABLE, XidEvent
-from watchdog.sampling.errors import ErrorCounts, error_name, nvml_code
+from watchdog.sampling.call_guard import ErrorCounts, error_name, nvml_code
 from watchdog.sampling.inventory import text
 
 log = logging.getLogger(__name__)
