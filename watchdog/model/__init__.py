@@ -1,0 +1,43 @@
+"""The values that cross pipeline stages.
+
+Every stage (sampling → attribution → detection → decision → action → publishing) talks to the next one only
+through these immutable types, so a stage can be tested, recorded and replayed without the others. Units are base
+units throughout: bytes, seconds, watts, ratios 0–1. Clocks are the one exception: MHz, as NVML reports them
+(``sm_clock_mhz``, ``sm_clock_max_mhz``); the exporter converts them to hertz when it renders
+``gpu_watchdog_gpu_sm_clock_hertz``. ``None`` always means "not available on this device", never zero.
+
+One module per stage's output; import from here.
+"""
+
+from watchdog.model.actions import ActionOutcome, Decision, EvictionRequest, EvictionResult, Mode
+from watchdog.model.findings import Finding, FindingKind, Severity
+from watchdog.model.pods import MIRROR_ANNOTATION, Attribution, ContainerInfo, DeviceAssignment, PodInfo, PodRef
+from watchdog.model.samples import EMPTY, NOT_ATTRIBUTABLE, GpuSample, MigSample, NodeSample, ProcessSample, XidEvent
+from watchdog.model.tick import Snapshot, StageStatus, XidKey
+
+__all__ = [
+    "EMPTY",
+    "MIRROR_ANNOTATION",
+    "NOT_ATTRIBUTABLE",
+    "ActionOutcome",
+    "Attribution",
+    "ContainerInfo",
+    "Decision",
+    "DeviceAssignment",
+    "EvictionRequest",
+    "EvictionResult",
+    "Finding",
+    "FindingKind",
+    "GpuSample",
+    "MigSample",
+    "Mode",
+    "NodeSample",
+    "PodInfo",
+    "PodRef",
+    "ProcessSample",
+    "Severity",
+    "Snapshot",
+    "StageStatus",
+    "XidEvent",
+    "XidKey",
+]

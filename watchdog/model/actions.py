@@ -1,0 +1,79 @@
+"""What the decision rules ask for and what the evictor did: the action stage's vocabulary."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Mapping
+
+from watchdog.model.findings import FindingKind
+from watchdog.model.pods import PodRef
+from watchdog.model.samples import EMPTY
+
+
+class Mode(StrEnum):
+    OBSERVE = "observe"
+    DRY_RUN = "dry-run"
+    ENFORCE = "enforce"
+
+
+class EvictionResult(StrEnum):
+    """Every decision or attempt ends in exactly one of these."""
+
+    EVICTED = "evicted"
+    DRY_RUN = "dry_run"  # dry-run request accepted by the API server (PDB would allow it)
+    OBSERVED = "observed"  # observe mode: nothing sent
+    BLOCKED_PDB = "blocked_pdb"
+    BLOCKED = "blocked"  # 2xx with a Failure Status (several PDBs match)
+    RATE_LIMITED = "rate_limited"
+    COOLDOWN = "cooldown"
+    PENDING = "pending"  # finding has not yet persisted for its policy's `for`
+    PROTECTED = "protected"
+    NOT_LOWER_PRIORITY = "not_lower_priority"
+    NOT_ENOUGH = "not_enough"  # no candidate frees enough
+    NO_CANDIDATE = "no_candidate"
+    ALREADY_EVICTED = "already_evicted"
+    PAUSED = "paused"  # kill switch
+    UNSAFE = "unsafe"  # attribution unhealthy: never act blind
+    GONE = "gone"
+    ERROR = "error"
+
+
+@dataclass(frozen=True, slots=True)
+class EvictionRequest:
+    """What the decision rules ask the evictor to do."""
+
+    pod: PodRef
+    priority: int
+    finding_key: str
+    finding_kind: FindingKind
+    reason: str  # short machine word: the finding kind, or "alert"
+    protects: tuple[tuple[PodRef, int], ...] = ()  # pods this eviction relieves, with their priorities
+    evidence: Mapping[str, float | int | str] = field(default_factory=lambda: EMPTY)
+    message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """The outcome for one finding in one cycle: a request to send, or a result that stops here."""
+
+    finding_key: str
+    finding_kind: FindingKind
+    request: EvictionRequest | None
+    result: EvictionResult | None  # None while a request is still to be sent
+    reason: str
+    namespace: str = ""
+    pod: str = ""
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ActionOutcome:
+    """What the evictor did with one request."""
+
+    request: EvictionRequest
+    result: EvictionResult
+    mode: Mode
+    timestamp: float
+    detail: str = ""
+    http_status: int | None = None

@@ -1,0 +1,96 @@
+"""What NVML told the agent in one tick: the sampling stage's output, in base units (``None`` = not available)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Mapping
+
+NOT_ATTRIBUTABLE = 0xFFFFFFFF
+"""NVML's marker for 'no GPU/compute instance' in process and event records."""
+
+EMPTY: Mapping = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessSample:
+    """One process seen on a device by nvmlDeviceGetComputeRunningProcesses (+ ProcessUtilization)."""
+
+    pid: int
+    used_memory_bytes: int | None
+    gpu_instance: int | None = None  # None when the device is not MIG (NVML's 0xFFFFFFFF)
+    compute_instance: int | None = None
+    sm_util: float | None = None  # 0–1, only on GPUs not in MIG mode (time-sliced sharing)
+    memory_util: float | None = None  # 0–1, share of time the memory controller served this process
+
+
+@dataclass(frozen=True, slots=True)
+class MigSample:
+    """One MIG device (a compute instance inside a GPU instance)."""
+
+    uuid: str
+    gpu_index: int
+    gpu_instance: int
+    compute_instance: int
+    profile: str  # text after " MIG " in the device name, e.g. "1g.10gb"
+    memory_total_bytes: int | None = None
+    memory_used_bytes: int | None = None
+    memory_reserved_bytes: int | None = None
+    dram_bw_util: float | None = None  # 0–1, GPM DRAM_BW_UTIL of the GPU instance
+    sm_util: float | None = None  # 0–1, GPM SM_UTIL of the compute instance
+    sm_occupancy: float | None = None  # 0–1, GPM SM_OCCUPANCY of the compute instance
+    processes: tuple[ProcessSample, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSample:
+    """One physical GPU, with its MIG devices when MIG is enabled."""
+
+    index: int
+    uuid: str
+    name: str
+    mig_enabled: bool = False
+    lost: bool = False  # NVML answered GpuIsLost; every other field is then None
+    memory_total_bytes: int | None = None
+    memory_used_bytes: int | None = None
+    memory_reserved_bytes: int | None = None
+    gpu_util: float | None = None  # 0–1, nvmlDeviceGetUtilizationRates (not in MIG mode)
+    memory_util: float | None = None  # 0–1, same call: share of time memory was busy
+    dram_bw_util: float | None = None  # 0–1, GPM on the whole GPU (not in MIG mode)
+    sm_util: float | None = None  # 0–1, GPM on the whole GPU (not in MIG mode)
+    power_watts: float | None = None
+    power_limit_watts: float | None = None
+    temperature_celsius: float | None = None
+    sm_clock_mhz: float | None = None
+    sm_clock_max_mhz: float | None = None
+    clock_event_reasons: int | None = None  # nvmlClocksEventReason* bit mask
+    pcie_tx_bytes_per_second: float | None = None
+    pcie_rx_bytes_per_second: float | None = None
+    instances: tuple[MigSample, ...] = ()
+    processes: tuple[ProcessSample, ...] = ()  # only when not in MIG mode
+
+
+@dataclass(frozen=True, slots=True)
+class XidEvent:
+    """One event from nvmlEventSetWait: an Xid (or ECC / MIG-config-change) on a GPU."""
+
+    gpu_index: int
+    gpu_uuid: str
+    xid: int  # eventData; 0 for non-Xid events
+    event_type: int  # nvmlEventType* bit
+    timestamp: float  # seconds, from the agent's clock when the event was received
+    gpu_instance: int | None = None  # None when NVML said 0xFFFFFFFF (not attributable)
+    compute_instance: int | None = None
+    recovery_action: int | None = None  # NVML_GPU_RECOVERY_ACTION_* (field 230 / GpuRecoveryAction event), when known
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSample:
+    """Everything NVML told us in one tick."""
+
+    node: str
+    tick: int
+    timestamp: float
+    gpus: tuple[GpuSample, ...]
+    xids: tuple[XidEvent, ...] = ()  # events received since the previous tick
+    driver_version: str | None = None

@@ -1,0 +1,45 @@
+"""One tick's outcome as publishing reads it: stage health and the immutable Snapshot every scrape renders."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from watchdog.model.actions import Mode
+from watchdog.model.findings import Finding
+from watchdog.model.pods import Attribution
+from watchdog.model.samples import EMPTY, NodeSample
+
+
+@dataclass(frozen=True, slots=True)
+class StageStatus:
+    """How one pipeline stage fared in the latest cycle."""
+
+    name: str  # "sampling", "attribution", "detection", "action", "publishing", "events"
+    duration_seconds: float
+    success: bool
+    detail: str = ""
+
+
+XidKey = tuple[int, str, int | None, int]  # (gpu index, gpu uuid, gpu instance or None, xid)
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """The agent's state as a scrape sees it: built once per cycle, rendered by every scrape, never mutated."""
+
+    node: str
+    sample: NodeSample | None = None
+    attribution: Attribution | None = None
+    findings: tuple[Finding, ...] = ()
+    stages: tuple[StageStatus, ...] = ()
+    xid_counts: Mapping[XidKey, tuple[int, float]] = field(default_factory=lambda: EMPTY)  # → (count, last seen)
+    evictions: Mapping[tuple[str, str, str], int] = field(default_factory=lambda: EMPTY)  # (result, reason, ns) → n
+    errors: Mapping[tuple[str, str], int] = field(default_factory=lambda: EMPTY)  # (stage, error) → n
+    mode: Mode = Mode.DRY_RUN
+    paused: bool = False
+    ready: bool = False
+    tenant_label: str | None = None  # pod label key that names the tenant, when configured
+    policy_reloads: Mapping[str, int] = field(default_factory=lambda: EMPTY)  # ("success"|"failure") → n
+    mqtt: Mapping[str, int] | None = None  # published, dropped, connect_failures, connected; None when off
+    kill_switch_known: bool = True  # False until the kill switch was read, or when its last read is stale
