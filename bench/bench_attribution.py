@@ -1,6 +1,6 @@
 """What attribution costs per tick on a full MIG node, and what the pod cache weighs.
 
-dcgm-exporter's pod mapping on the scrape path costs up to 10 cores on H200 MIG nodes (reference/peers.md, #599).
+dcgm-exporter's pod mapping on the scrape path costs up to 10 cores on H200 MIG nodes (dcgm-exporter issue #599).
 Ours runs once per 1 s cycle: read /proc/<pid>/cgroup for the PIDs NVML reports (cached by PID) and join with the
 kubelet's assignments and the pod cache. Budget: well under 1 ms warm at 56 MIG instances (8 GPUs × 7) and 200 pods,
 so attribution is noise next to sampling. Measures the /proc reads against a fixture tree in a temp dir (cold: a new
@@ -92,13 +92,13 @@ def timed(rounds: int, work) -> tuple[float, float]:
 
 
 def cache_bytes(pods: list[PodInfo]) -> int:
-    """Bytes allocated while building the PodInfo objects and a PodCache holding them (and its snapshot)."""
+    """Bytes allocated while building the PodInfo objects and a PodCache holding them (and its index)."""
     gc.collect()
     tracemalloc.start()
     before = tracemalloc.take_snapshot()
     rebuilt = make_pods(len(pods))
     cache = PodCache(rebuilt)
-    cache.snapshot()
+    cache.index()
     after = tracemalloc.take_snapshot()
     tracemalloc.stop()
     total = sum(stat.size_diff for stat in after.compare_to(before, "filename"))
@@ -117,14 +117,14 @@ def main() -> None:
         sample, assignments, pids = make_node(pods, proc_root)
         warm_reader = ProcReader(str(proc_root))
         warm_reader.read(pids)
-        snapshot = cache.snapshot()
+        index = cache.index()
         proc = warm_reader.read(pids)
 
         def join():
-            attribute(sample, assignments=assignments, pods=snapshot, proc=proc, kubelet_ok=True, api_ok=True)
+            attribute(sample, assignments=assignments, index=index, proc=proc, kubelet_ok=True, api_ok=True)
 
         def tick_warm():
-            attribute(sample, assignments=assignments, pods=cache.snapshot(), proc=warm_reader.read(pids),
+            attribute(sample, assignments=assignments, index=cache.index(), proc=warm_reader.read(pids),
                       kubelet_ok=True, api_ok=True)
             unknown_devices(sample, assignments)
 
@@ -134,7 +134,7 @@ def main() -> None:
             ("join only", *timed(args.rounds, join)),
             ("full tick, warm", *timed(args.rounds, tick_warm)),
         ]
-        result = attribute(sample, assignments=assignments, pods=snapshot, proc=proc, kubelet_ok=True, api_ok=True)
+        result = attribute(sample, assignments=assignments, index=index, proc=proc, kubelet_ok=True, api_ok=True)
         assert len(result.devices) == GPUS * INSTANCES_PER_GPU and len(result.processes) == len(pids)
     finally:
         shutil.rmtree(proc_root, ignore_errors=True)

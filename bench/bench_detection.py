@@ -1,7 +1,7 @@
 """Detection CPU per tick on a dense node: 8 H100s split into 56 MIG 1g instances plus one time-sliced GPU.
 
 Why: detection runs inline in every cycle of a per-node agent, and dcgm-exporter's users measured up to 10 cores
-on H200 MIG nodes (reference peers.md, dcgm-exporter#599). Target: ≤ 1 ms mean per tick. The scenario keeps
+on H200 MIG nodes (dcgm-exporter#599). Target: ≤ 1 ms mean per tick. The scenario keeps
 findings open (a power-capped GPU with an antagonist, memory pressure and unauthorized use on the time-sliced GPU,
 a quota breach, recurring Xids) so the slow paths are measured, not only the quiet ones.
 
@@ -17,7 +17,7 @@ import numpy as np
 
 from watchdog.config.detection import DetectionPolicy
 from watchdog.detection import Detector
-from watchdog.model import Attribution, GpuSample, MigSample, NodeSample, PodInfo, ProcessSample, XidEvent
+from watchdog.model import Attribution, GpuSample, MigSample, NodeSample, PodIndex, PodInfo, ProcessSample, XidEvent
 
 GIB = 1 << 30
 GPUS, SLICES, ONSET = 8, 7, 200
@@ -86,7 +86,7 @@ def main() -> None:
     parser.add_argument("--ticks", type=int, default=2000)
     args = parser.parse_args()
     pods, devices, processes = build_pods()
-    attribution = Attribution(devices=devices, processes=processes, pods=pods)  # type: ignore[arg-type]
+    attribution = Attribution(devices=devices, processes=processes, index=PodIndex(pods))  # type: ignore[arg-type]
     policy = DetectionPolicy.model_validate({"quota": {"tenants": {"tenant-1": {"gpu_memory_bytes": 40 * GIB}}}})
     detector = Detector(policy)
     rng = np.random.default_rng(1)

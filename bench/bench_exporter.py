@@ -23,7 +23,7 @@ from prometheus_client import generate_latest  # noqa: E402
 from prometheus_client.openmetrics.exposition import generate_latest as generate_latest_openmetrics  # noqa: E402
 
 from watchdog.model import (  # noqa: E402
-    Attribution, Finding, FindingKind, GpuSample, MigSample, Mode, NodeSample, PodInfo, PodRef, ProcessSample,
+    Attribution, Finding, FindingKind, GpuSample, MigSample, Mode, NodeSample, PodIndex, PodInfo, PodRef, ProcessSample,
     Severity, Snapshot, StageStatus,
 )
 from watchdog.publishing import Exposition, build_registry, render  # noqa: E402
@@ -74,7 +74,7 @@ def mig_node_snapshot(*, gpus: int, tick: int = 1) -> Snapshot:
         node="node-bench",
         sample=NodeSample(node="node-bench", tick=tick, timestamp=1.7e9 + tick, gpus=tuple(gpu_samples),
                           driver_version="570.86.15"),
-        attribution=Attribution(devices=devices, processes=processes, pods=pods),
+        attribution=Attribution(devices=devices, processes=processes, index=PodIndex(pods, tenant_label="tenant")),
         findings=(finding,),
         stages=tuple(StageStatus(name, 0.001, True) for name in ("sampling", "attribution", "detection", "action")),
         xid_counts={(0, gpu_samples[0].uuid, 7, 79): (1, 1.7e9)},

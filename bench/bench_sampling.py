@@ -22,7 +22,7 @@ from typing import Any, Callable
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from watchdog.sampling import NvmlSampler  # noqa: E402
-from watchdog.simulation import SimClock, SimulatedGpuNode  # noqa: E402
+from watchdog.testbed import SimClock, SimulatedGpuNode  # noqa: E402
 
 
 class TimingProxy:

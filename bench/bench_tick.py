@@ -25,10 +25,10 @@ from bench_sampling import TimingProxy, dense_scenario  # noqa: E402
 
 from watchdog.attribution.join import attribute  # noqa: E402
 from watchdog.detection import Detector  # noqa: E402
-from watchdog.model import DeviceAssignment, PodInfo, Snapshot  # noqa: E402
+from watchdog.model import DeviceAssignment, PodIndex, PodInfo, Snapshot  # noqa: E402
 from watchdog.publishing import render  # noqa: E402
 from watchdog.sampling import NvmlSampler  # noqa: E402
-from watchdog.simulation import SimClock, SimulatedGpuNode  # noqa: E402
+from watchdog.testbed import SimClock, SimulatedGpuNode  # noqa: E402
 
 
 def run(gpus: int, ticks: int) -> dict[str, float]:
@@ -37,8 +37,8 @@ def run(gpus: int, ticks: int) -> dict[str, float]:
     proxy = TimingProxy(node.nvml)
     sampler = NvmlSampler(proxy, node="bench", clock=clock)
     sampler.open()
-    pods = {p.uid: PodInfo(uid=p.uid, namespace=p.namespace, name=p.name, priority=p.priority)
-            for p in node.scenario.pods}
+    index = PodIndex.of(PodInfo(uid=p.uid, namespace=p.namespace, name=p.name, priority=p.priority)
+                        for p in node.scenario.pods)  # the pod cache builds it once per change, not per tick
     detector = Detector()
     stages = {"sample": 0.0, "attribute": 0.0, "detect": 0.0, "export": 0.0}
     size = 0
@@ -53,7 +53,7 @@ def run(gpus: int, ticks: int) -> dict[str, float]:
         t0 = time.perf_counter()
         sample = sampler.sample(tick)
         t1 = time.perf_counter()
-        attribution = attribute(sample, assignments=assignments, pods=pods, proc=proc, kubelet_ok=True, api_ok=True)
+        attribution = attribute(sample, assignments=assignments, index=index, proc=proc, kubelet_ok=True, api_ok=True)
         t2 = time.perf_counter()
         findings = detector.step(sample, attribution)
         t3 = time.perf_counter()

@@ -4,7 +4,8 @@ Both dashboards share one datasource variable, the same `node` and `namespace` f
 kinds, so they are defined once here; the dashboard modules only say *what* to show. Panel ids are handed out by
 a counter in build order, so regenerating gives byte-identical JSON (a diff means the dashboard really changed).
 The SDK is pinned to Grafana 11.6 (`grafana-foundation-sdk==1769699379!11.6.0`, schemaVersion 41): a plain install
-picks an older Grafana 10.1 build with schemaVersion 36 (kubernetes-and-friends.md §6).
+picks an older Grafana 10.1 build with schemaVersion 36 (the SDK's PyPI versions are `<epoch>!<grafana version>`
+and the 10.1 build carries the highest epoch).
 """
 
 from __future__ import annotations

@@ -31,18 +31,18 @@ def test_contracts_cover_every_layer():
     assert packages <= named, packages - named
 
 
-def test_every_production_package_is_kept_from_the_simulation():
+def test_every_production_package_is_kept_from_the_test_bed():
     """Only the demo, the evaluation and the CLI may import the simulated node and cluster; every other package,
     including one added later, is named in the contract that forbids it."""
     import tomllib
 
     config = tomllib.loads((REPO / "pyproject.toml").read_text())
     contract = next(c for c in config["tool"]["importlinter"]["contracts"]
-                    if c.get("forbidden_modules") == ["watchdog.simulation"])
+                    if c.get("forbidden_modules") == ["watchdog.testbed"])
     packages = {
         f"watchdog.{p.stem if p.is_file() else p.name}"
         for p in (REPO / "watchdog").iterdir()
         if (p.is_dir() and (p / "__init__.py").exists()) or (p.suffix == ".py" and p.stem != "__init__")
     }
-    allowed = {"watchdog.cli", "watchdog.demo", "watchdog.evaluation", "watchdog.simulation"}
+    allowed = {"watchdog.cli", "watchdog.demo", "watchdog.evaluation", "watchdog.testbed"}
     assert packages - allowed == set(contract["source_modules"]), packages - allowed ^ set(contract["source_modules"])

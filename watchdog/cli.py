@@ -15,7 +15,6 @@ import signal
 import socket
 import sys
 import time
-from pathlib import Path
 from typing import Any, Sequence
 
 from watchdog import __version__
@@ -65,7 +64,7 @@ def cmd_check_config(args: argparse.Namespace) -> int:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     from watchdog.demo.screen import live_table
-    from watchdog.simulation.runner import DEFAULT_SCENARIO, run_simulated
+    from watchdog.testbed.runner import DEFAULT_SCENARIO, run_simulated
 
     tui = sys.stdout.isatty() and not args.no_tui
     _setup_logging(quiet=tui)
@@ -80,7 +79,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.port is not None:
         flags["publishing"] = {"port": args.port}
     if args.simulate:
-        from watchdog.simulation.runner import run_simulated
+        from watchdog.testbed.runner import run_simulated
 
         _setup_logging()
         port = 9435 if args.port is None else args.port
@@ -110,7 +109,7 @@ def _load_real(args: argparse.Namespace):
         return None, None, 2
 
 
-async def _run_real(settings, nvml, on_tick=None, *, ticks: int | None = None) -> None:
+async def _run_real(settings, nvml, sinks: Sequence[Any] = (), *, ticks: int | None = None) -> None:
     from watchdog.kube.client import KubeApi
     from watchdog.service.agent import Agent
 
@@ -128,7 +127,7 @@ async def _run_real(settings, nvml, on_tick=None, *, ticks: int | None = None) -
         raise SystemExit(f"gpu-watchdog: cannot reach the Kubernetes API ({exc}); set kube.access: none to run "
                          "without pod attribution and actions") from None
     try:
-        await Agent(settings, nvml=nvml, clock=time.time, kube=kube, on_tick=on_tick).run(ticks=ticks)
+        await Agent(settings, nvml=nvml, clock=time.time, kube=kube, sinks=sinks).run(ticks=ticks)
     except ConfigError as exc:
         raise SystemExit(f"gpu-watchdog: {exc}") from None
     except NvmlUnavailable as exc:
@@ -146,7 +145,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
     from watchdog.sampling.probe import probe
 
     if args.simulate:
-        from watchdog.simulation import SimClock, SimulatedGpuNode
+        from watchdog.testbed import SimClock, SimulatedGpuNode
 
         nvml = SimulatedGpuNode.from_scenario(args.simulate, SimClock(1.0)).nvml
     else:
@@ -166,10 +165,9 @@ def cmd_probe(args: argparse.Namespace) -> int:
 
 def cmd_record(args: argparse.Namespace) -> int:
     """Record in observe mode: a recorder beside a running DaemonSet must never become a second actor."""
-    from watchdog.trace import TraceHeader, TraceWriter
+    from watchdog.trace import TraceRecorder
 
     _setup_logging()
-    writers: list[TraceWriter] = []
     source = f"simulated:{args.simulate}" if args.simulate else "nvml"
     flags = {"mode_override": "observe"}
     try:
@@ -177,27 +175,20 @@ def cmd_record(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"gpu-watchdog: {exc}", file=sys.stderr)
         return 2
-
-    def on_tick(sample, attribution, findings, external_signals) -> None:
-        if not writers:  # the header names the node, known once the agent runs
-            header = TraceHeader(node=sample.node, tick_seconds=interval, started=sample.timestamp, source=source)
-            writers.append(TraceWriter(args.out, header=header))
-        writers[0].write(sample, attribution, external_signals or None)
-
+    recorder = TraceRecorder(args.out, tick_seconds=interval, source=source)
     try:
         if args.simulate:
-            from watchdog.simulation.runner import run_simulated
+            from watchdog.testbed.runner import run_simulated
 
-            return _run_async(run_simulated(args.simulate, port=args.port, config=args.config, on_tick=on_tick,
+            return _run_async(run_simulated(args.simulate, port=args.port, config=args.config, sinks=(recorder,),
                                             ticks=args.ticks, speed=args.speed, flags=flags))
         args.mode = "observe"
         settings, nvml, status = _load_real(args)
         if status:
             return status
-        return _run_async(_run_real(settings, nvml, on_tick, ticks=args.ticks))
+        return _run_async(_run_real(settings, nvml, (recorder,), ticks=args.ticks))
     finally:
-        for writer in writers:
-            writer.close()
+        recorder.close()
 
 
 def cmd_replay(args: argparse.Namespace) -> int:

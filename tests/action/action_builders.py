@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from watchdog.model import Attribution, Finding, FindingKind, PodInfo, PodRef, Severity
+from watchdog.model import Attribution, Finding, FindingKind, PodIndex, PodInfo, PodRef, Severity
 
 
 def pod(name: str, *, ns: str = "team-a", priority: int = 0, **fields) -> PodInfo:
@@ -14,7 +14,7 @@ def ref(info: PodInfo) -> PodRef:
 
 
 def attribution(*pods: PodInfo, healthy: bool = True) -> Attribution:
-    return Attribution(pods={p.uid: p for p in pods}, healthy=healthy)
+    return Attribution(index=PodIndex.of(pods), healthy=healthy)
 
 
 def finding(

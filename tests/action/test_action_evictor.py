@@ -102,7 +102,7 @@ def lines(stream: io.StringIO) -> list[dict]:
 async def test_observe_sends_nothing(world):
     api = RecordingApi()
     s, stream, _ = stage("observe", api)
-    outcomes = await s.run_cycle(*world)
+    outcomes = (await s.run_cycle(*world)).outcomes
     assert [o.result for o in outcomes] == [R.OBSERVED] and api.evictions == [] and api.events == []
     assert s.counts == {("observed", "interference", "b"): 1}
     assert lines(stream)[0]["result"] == "observed"
@@ -111,7 +111,7 @@ async def test_observe_sends_nothing(world):
 async def test_dry_run_sends_only_dry_run_and_records_event(world):
     api = RecordingApi()
     s, stream, _ = stage("dry-run", api, grace_seconds=15)
-    outcomes = await s.run_cycle(*world)
+    outcomes = (await s.run_cycle(*world)).outcomes
     assert api.evictions == [("b/batch", True, 15)]
     assert outcomes[0].result is R.DRY_RUN and outcomes[0].mode is Mode.DRY_RUN
     assert api.events[0]["reason"] == "GpuWatchdogDryRun" and api.events[0]["host"] == "node-1"
@@ -134,7 +134,7 @@ async def test_dry_run_sends_only_dry_run_and_records_event(world):
 async def test_enforce_maps_every_reply(world, reply, expected, event):
     api = RecordingApi(answer=reply)
     s, stream, _ = stage("enforce", api)
-    outcomes = await s.run_cycle(*world)
+    outcomes = (await s.run_cycle(*world)).outcomes
     assert api.evictions == [("b/batch", False, None)]
     assert outcomes[0].result is expected and outcomes[0].http_status == reply.http_status
     assert [e["reason"] for e in api.events] == ([event] if event else [])
@@ -148,34 +148,34 @@ async def test_errors_back_off_instead_of_storming(world):
     await s.run_cycle(*world)
     for step in (1, 10, 29):
         clock.now = 1_000.0 + step
-        assert [o.result for o in await s.run_cycle(*world)] in ([R.COOLDOWN], [R.RATE_LIMITED])
+        assert [o.result for o in (await s.run_cycle(*world)).outcomes] in ([R.COOLDOWN], [R.RATE_LIMITED])
     assert len(api.evictions) == 1
     clock.now = 1_030.0
     await s.run_cycle(*world)
     assert len(api.evictions) == 2
     clock.now = 1_031.0
-    assert [o.result for o in await s.run_cycle(*world)] in ([R.COOLDOWN], [R.RATE_LIMITED])
+    assert [o.result for o in (await s.run_cycle(*world)).outcomes] in ([R.COOLDOWN], [R.RATE_LIMITED])
 
 
 async def test_raising_client_is_an_error_not_a_crash(world):
     api = RecordingApi(raise_on_evict=True)
     s, _, _ = stage("enforce", api)
-    assert [o.result for o in await s.run_cycle(*world)] == [R.ERROR]
+    assert [o.result for o in (await s.run_cycle(*world)).outcomes] == [R.ERROR]
 
 
 async def test_kill_switch_pauses_and_costs_no_token(world):
     api = RecordingApi()
     gate = Gate(on=True)
     s, _, _ = stage("enforce", api, kill_switch=gate)
-    assert [o.result for o in await s.run_cycle(*world)] == [R.PAUSED]
+    assert [o.result for o in (await s.run_cycle(*world)).outcomes] == [R.PAUSED]
     assert api.evictions == [] and api.events == []
     gate.switched_on = False
-    assert [o.result for o in await s.run_cycle(*world)] == [R.EVICTED]
+    assert [o.result for o in (await s.run_cycle(*world)).outcomes] == [R.EVICTED]
 
 
 async def test_no_api_is_an_error(world):
     s, _, _ = stage("enforce", None)
-    assert [o.result for o in await s.run_cycle(*world)] == [R.ERROR]
+    assert [o.result for o in (await s.run_cycle(*world)).outcomes] == [R.ERROR]
 
 
 async def test_audit_line_content(world):
@@ -200,7 +200,7 @@ async def test_every_decision_is_counted_and_audited_once():
         finding(culprit=None, victims=(v,), key="nopod"),
         finding(culprit=sys_pod, victims=(v,), key="sys"),
     ]
-    outcomes = await s.run_cycle(fs, attribution(c, v, sys_pod))
+    outcomes = (await s.run_cycle(fs, attribution(c, v, sys_pod))).outcomes
     assert [o.result for o in outcomes] == [R.EVICTED, R.PROTECTED]  # the pod-less decision has no outcome
     assert [(l["finding_key"], l["result"]) for l in lines(stream)] == [
         ("ok", "evicted"), ("nopod", "unsafe"), ("sys", "protected")
@@ -215,7 +215,7 @@ async def test_set_policy_switches_mode(world):
     await s.run_cycle(*world)
     s.set_policy(ActionPolicy.model_validate({"mode": "enforce", "interference": {"for_seconds": 0}}))
     clock.now += 10_000
-    assert [o.result for o in await s.run_cycle(*world)] == [R.EVICTED]
+    assert [o.result for o in (await s.run_cycle(*world)).outcomes] == [R.EVICTED]
 
 
 async def test_evictor_directly_with_prepared_decisions(world):
@@ -224,7 +224,7 @@ async def test_evictor_directly_with_prepared_decisions(world):
     evictor = Evictor(api, policy=policy, pacer=Pacer(policy), audit=AuditLog(stream=io.StringIO()),
                       clock=Clock(), node="n", kill_switch=None)
     decisions = decide(world[0], world[1], policy=policy, now=0.0)
-    assert [o.result for o in await evictor.act(decisions)] == [R.EVICTED]
+    assert [o.result for o in (await evictor.act(decisions)).outcomes] == [R.EVICTED]
 
 
 def test_audit_log_sinks(tmp_path, caplog):
@@ -285,16 +285,16 @@ async def test_a_failure_streak_is_one_event_and_a_new_streak_another(world):
                         pod_cooldown_seconds=0, tenant_cooldown_seconds=0)
     for step in (0, 30, 90):  # each one past the doubling backoff: three failed attempts
         clock.now = 1_000.0 + step
-        assert [o.result for o in await s.run_cycle(*world)] == [R.ERROR]
+        assert [o.result for o in (await s.run_cycle(*world)).outcomes] == [R.ERROR]
     assert len(api.evictions) == 3
     assert [(e["reason"], e["type"]) for e in api.events] == [("GpuWatchdogEvictionFailed", "Warning")]
     assert "could not evict b/batch" in api.events[0]["message"] and "etcd unavailable" in api.events[0]["message"]
     api.answer = Reply(R.BLOCKED_PDB, 429)  # the streak ends with an answer that is not an error…
     clock.now = 1_000.0 + 210
-    assert [o.result for o in await s.run_cycle(*world)] == [R.BLOCKED_PDB]
+    assert [o.result for o in (await s.run_cycle(*world)).outcomes] == [R.BLOCKED_PDB]
     api.answer = Reply(R.DRY_RUN, 201)  # …and a dry-run answer to an eviction starts a new one
     clock.now = 1_000.0 + 450
-    assert [o.result for o in await s.run_cycle(*world)] == [R.ERROR]
+    assert [o.result for o in (await s.run_cycle(*world)).outcomes] == [R.ERROR]
     assert [e["reason"] for e in api.events] == [
         "GpuWatchdogEvictionFailed", "GpuWatchdogEvictionBlocked", "GpuWatchdogEvictionFailed"
     ]
@@ -305,24 +305,24 @@ async def test_a_stopped_decision_writes_no_event():
     world = ([finding(culprit=culprit, victims=(victim,), since=1_000.0)], attribution(culprit, victim))
     api = RecordingApi()
     s, _, _ = stage("enforce", api, interference={"for_seconds": 600})
-    assert [o.result for o in await s.run_cycle(*world)] == [R.PENDING]
+    assert [o.result for o in (await s.run_cycle(*world)).outcomes] == [R.PENDING]
     assert api.events == []
 
 
 async def test_api_throttling_holds_every_send_for_its_retry_after(world):
     api = RecordingApi(answer=Reply(R.RATE_LIMITED, 429, "too many requests", retry_after=120.0))
     s, _, clock = stage("enforce", api, node_evictions_per_minute=600, node_eviction_burst=5)
-    assert [o.result for o in await s.run_cycle(*world)] == [R.RATE_LIMITED]
+    assert [o.result for o in (await s.run_cycle(*world)).outcomes] == [R.RATE_LIMITED]
     assert api.events == [] and s.pacer.tokens(clock.now) == 4.0  # it was a real request: it took a token
     api.answer = Reply(R.EVICTED)
     other, victim = pod("other", ns="c", priority=1), pod("web", priority=100)
     elsewhere = ([finding(culprit=other, victims=(victim,), key="interference/gpu-1")], attribution(other, victim))
     clock.now += 119
-    outcomes = await s.run_cycle(*elsewhere)
+    outcomes = (await s.run_cycle(*elsewhere)).outcomes
     assert [o.result for o in outcomes] == [R.RATE_LIMITED] and "throttled" in outcomes[0].detail
     clock.now += 1
-    assert [o.result for o in await s.run_cycle(*elsewhere)] == [R.EVICTED]
-    assert [o.result for o in await s.run_cycle(*world)] == [R.EVICTED]  # its own backoff honoured Retry-After too
+    assert [o.result for o in (await s.run_cycle(*elsewhere)).outcomes] == [R.EVICTED]
+    assert [o.result for o in (await s.run_cycle(*world)).outcomes] == [R.EVICTED]  # its own backoff honoured Retry-After too
     assert len(api.evictions) == 3
 
 
@@ -334,15 +334,15 @@ async def test_a_gone_pod_is_not_posted_again_until_forgotten():
                         node_eviction_burst=5, evicted_memory_seconds=300)
     results = []
     for _ in range(20):  # the pod cache still lists the pod the API server no longer has
-        results.append([o.result for o in await s.run_cycle(*world)][0])
+        results.append([o.result for o in (await s.run_cycle(*world)).outcomes][0])
         clock.now += 1
     assert results == [R.GONE] * 20 and len(api.evictions) == 1
     assert s.counts == {("gone", "interference", "b"): 1}  # the attempt; the same result standing is not recounted
     clock.now = 1_000.0 + 300  # evicted_memory_seconds after the 404: forgotten, asked again
-    assert [o.result for o in await s.run_cycle(*world)] == [R.GONE] and len(api.evictions) == 2
+    assert [o.result for o in (await s.run_cycle(*world)).outcomes] == [R.GONE] and len(api.evictions) == 2
     replacement = replace(culprit, uid="uid-of-the-replacement")
     renewed = ([finding(culprit=replacement, victims=(victim,))], attribution(replacement, victim))
     api.answer = Reply(R.EVICTED)
     api.pods["b/batch"] = replacement  # what the API server now has under that name
     clock.now += 1
-    assert [o.result for o in await s.run_cycle(*renewed)] == [R.EVICTED]  # another pod, same name: not "gone"
+    assert [o.result for o in (await s.run_cycle(*renewed)).outcomes] == [R.EVICTED]  # another pod, same name: not "gone"

@@ -92,7 +92,7 @@ async def test_a_switch_that_cannot_be_read_never_lets_a_send_through():
     api, gate = Api(), switch(Reader(None))  # e.g. 403: the Role lacks get on the ConfigMap
     s, _ = stage(api, gate)
     for _ in range(3):
-        outcomes = await s.run_cycle(*world())
+        outcomes = (await s.run_cycle(*world())).outcomes
         assert [o.result for o in outcomes] == [R.PAUSED]
         assert outcomes[0].detail.startswith("kill switch unknown")
     # Changed (finding 6): this asserted failures == 3, one ConfigMap GET per cycle while the switch stays unreadable
@@ -104,7 +104,7 @@ async def test_a_switch_that_cannot_be_read_never_lets_a_send_through():
 async def test_absent_configmap_means_not_paused():
     api, gate = Api(), switch(Reader(False))  # KubeEvictions answers False for a 404
     s, _ = stage(api, gate)
-    assert [o.result for o in await s.run_cycle(*world())] == [R.EVICTED]
+    assert [o.result for o in (await s.run_cycle(*world())).outcomes] == [R.EVICTED]
     assert gate.reads == 1 and gate.failures == 0 and gate.last_success == 5_000.0
 
 
@@ -114,7 +114,7 @@ async def test_a_send_re_reads_the_switch_and_honours_a_new_pause():
     assert await gate.refresh() is False  # the watcher's last read: not paused
     reader.answers = [True]  # an operator flips the switch between two watcher refreshes
     s, audit = stage(api, gate)
-    outcomes = await s.run_cycle(*world())
+    outcomes = (await s.run_cycle(*world())).outcomes
     assert [(o.result, o.detail) for o in outcomes] == [(R.PAUSED, "kill switch is on")]
     assert api.evictions == [] and len(reader.calls) == 2
 
@@ -126,7 +126,7 @@ async def test_a_read_failing_right_before_a_send_stops_it():
     reader.answers = [None]
     api = Api()
     s, _ = stage(api, gate)
-    outcomes = await s.run_cycle(*world())
+    outcomes = (await s.run_cycle(*world())).outcomes
     assert outcomes[0].result is R.PAUSED and "could not be read just before sending" in outcomes[0].detail
     assert api.evictions == []
 
@@ -153,14 +153,14 @@ async def test_a_known_pause_stops_observe_mode_and_costs_no_read_per_decision()
     await gate.refresh()
     api = Api()
     s, _ = stage(api, gate, mode="observe")
-    assert [o.result for o in await s.run_cycle(*world())] == [R.PAUSED]
+    assert [o.result for o in (await s.run_cycle(*world())).outcomes] == [R.PAUSED]
     assert len(reader.calls) == 1 and api.evictions == []
 
 
 async def test_observe_mode_sends_nothing_so_an_unknown_switch_does_not_matter():
     gate = switch(Reader(None))
     s, _ = stage(Api(), gate, mode="observe")
-    assert [o.result for o in await s.run_cycle(*world())] == [R.OBSERVED]
+    assert [o.result for o in (await s.run_cycle(*world())).outcomes] == [R.OBSERVED]
 
 
 async def test_disabled_switch_never_reads_and_never_blocks():
@@ -168,7 +168,7 @@ async def test_disabled_switch_never_reads_and_never_blocks():
     gate = switch(reader, enabled=False)
     api = Api()
     s, _ = stage(api, gate)
-    assert [o.result for o in await s.run_cycle(*world())] == [R.EVICTED]
+    assert [o.result for o in (await s.run_cycle(*world())).outcomes] == [R.EVICTED]
     assert reader.calls == [] and not gate.unknown and gate.paused() is False
 
 
@@ -176,7 +176,7 @@ async def test_stopped_decisions_read_nothing():
     reader = Reader(False)
     gate = switch(reader)
     s, _ = stage(Api(), gate, interference={"for_seconds": 600})
-    assert [o.result for o in await s.run_cycle(*world(since=Clock().now))] == [R.PENDING]
+    assert [o.result for o in (await s.run_cycle(*world(since=Clock().now))).outcomes] == [R.PENDING]
     assert reader.calls == []
 
 
@@ -215,13 +215,13 @@ async def test_an_unreadable_switch_is_read_once_per_refresh_period_not_once_per
     s, _ = stage(api, gate, clock=clock)
     results = set()
     for _ in range(600):
-        results.update(o.result for o in await s.run_cycle(*world()))
+        results.update(o.result for o in (await s.run_cycle(*world())).outcomes)
         clock.now += 1.0
     assert results == {R.PAUSED} and api.evictions == []
     assert len(reader.calls) == 60 and gate.failures == 60
     reader.answers = [False]  # readable again: the next read after the period lets sends through
     clock.now += 10.0
-    assert [o.result for o in await s.run_cycle(*world())] == [R.EVICTED]
+    assert [o.result for o in (await s.run_cycle(*world())).outcomes] == [R.EVICTED]
 
 
 async def test_a_failed_read_holds_confirm_for_a_refresh_period_even_with_a_fresh_good_read_behind_it():

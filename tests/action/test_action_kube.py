@@ -11,11 +11,11 @@ import pytest
 from action_builders import finding, pod
 from watchdog.action import ActionStage, AuditLog, KillSwitch
 from watchdog.config.action import ActionPolicy
-from watchdog.simulation.cluster.apiserver import FakeApiServer
+from watchdog.testbed.cluster.apiserver import FakeApiServer
 from watchdog.kube.client import KubeApi
 from watchdog.kube.eviction import KubeEvictions
 from watchdog.kube.pods import pod_info
-from watchdog.model import Attribution
+from watchdog.model import Attribution, PodIndex
 from watchdog.model import EvictionResult as R
 
 
@@ -43,7 +43,7 @@ async def cluster():
 
 def world(server: FakeApiServer):
     pods = [pod_info(server.get_pod("team-b", "batch")), pod_info(server.get_pod("team-a", "web"))]
-    attribution = Attribution(pods={p.uid: p for p in pods})
+    attribution = Attribution(index=PodIndex.of(pods))
     culprit, victim = pods
     return [finding(culprit=culprit, victims=(victim,), since=0.0)], attribution
 
@@ -79,7 +79,7 @@ async def test_observe_sends_no_request_at_all(cluster):
     s, _, audit = stage("observe", kube)
     findings, attribution = world(server)
     server.requests.clear()
-    outcomes = await s.run_cycle(findings, attribution)
+    outcomes = (await s.run_cycle(findings, attribution)).outcomes
     assert [o.result for o in outcomes] == [R.OBSERVED]
     assert server.requests == []
     assert json.loads(audit.getvalue())["result"] == "observed"
@@ -91,7 +91,7 @@ async def test_dry_run_sends_only_dry_run_requests(cluster):
                         node_evictions_per_minute=600)
     findings, attribution = world(server)
     for _ in range(3):
-        assert [o.result for o in await s.run_cycle(findings, attribution)] == [R.DRY_RUN]
+        assert [o.result for o in (await s.run_cycle(findings, attribution)).outcomes] == [R.DRY_RUN]
         clock.now += 1.0
     sent = evictions(server)
     assert len(sent) == 3 and all(query.get("dryRun") == "All" for _, _, query in sent)
@@ -104,7 +104,7 @@ async def test_enforce_evicts_and_records_an_event(cluster):
     server, kube = cluster
     s, _, audit = stage("enforce", kube)
     findings, attribution = world(server)
-    outcomes = await s.run_cycle(findings, attribution)
+    outcomes = (await s.run_cycle(findings, attribution)).outcomes
     assert [(o.result, o.http_status) for o in outcomes] == [(R.EVICTED, 201)]
     gone = server.get_pod("team-b", "batch")
     assert gone is None or gone["metadata"].get("deletionTimestamp")
@@ -124,7 +124,7 @@ async def test_pdb_blocks_is_retried_with_backoff_and_never_evicts(cluster):
     timeline = []
     for offset in (0, 10, 29, 30, 31, 89, 90):
         clock.now = start + offset
-        timeline.append((offset, [o.result for o in await s.run_cycle(findings, attribution)][0]))
+        timeline.append((offset, [o.result for o in (await s.run_cycle(findings, attribution)).outcomes][0]))
     assert timeline == [
         (0, R.BLOCKED_PDB), (10, R.COOLDOWN), (29, R.COOLDOWN), (30, R.BLOCKED_PDB),
         (31, R.COOLDOWN), (89, R.COOLDOWN), (90, R.BLOCKED_PDB),
@@ -139,16 +139,16 @@ async def test_pdb_also_answers_dry_run(cluster):
     server, kube = cluster
     server.add_pdb(namespace="team-b", name="batch-pdb", selector={"app": "batch"}, max_unavailable=0)
     s, _, _ = stage("dry-run", kube)
-    assert [o.result for o in await s.run_cycle(*world(server))] == [R.BLOCKED_PDB]
+    assert [o.result for o in (await s.run_cycle(*world(server))).outcomes] == [R.BLOCKED_PDB]
 
 
 async def test_missing_pod_is_gone(cluster):
     server, kube = cluster
     ghost, web = pod("ghost", ns="team-b", priority=1), pod_info(server.get_pod("team-a", "web"))
-    attribution = Attribution(pods={ghost.uid: ghost, web.uid: web})  # the cache still has a pod the API lost
+    attribution = Attribution(index=PodIndex.of([ghost, web]))  # the cache still has a pod the API lost
     s, _, _ = stage("enforce", kube)
     server.requests.clear()
-    outcomes = await s.run_cycle([finding(culprit=ghost, victims=(web,))], attribution)
+    outcomes = (await s.run_cycle([finding(culprit=ghost, victims=(web,))], attribution)).outcomes
     # Changed (finding 12): this was (GONE, 404), learnt from the eviction POST; the pod is now re-read right before
     # the send, and a pod the API server no longer has is GONE without any POST.
     assert [(o.result, o.http_status) for o in outcomes] == [(R.GONE, None)]
@@ -160,7 +160,7 @@ async def test_forbidden_is_an_error(cluster):
     server, kube = cluster
     server.fail_next(status=403, path_prefix="/api/v1/namespaces/team-b/pods/batch/eviction")
     s, _, _ = stage("enforce", kube)
-    outcomes = await s.run_cycle(*world(server))
+    outcomes = (await s.run_cycle(*world(server))).outcomes
     assert [(o.result, o.http_status) for o in outcomes] == [(R.ERROR, 403)]
     assert "RBAC" in outcomes[0].detail
 
@@ -170,12 +170,12 @@ async def test_server_error_backs_off(cluster):
     server.fail_next(status=500, path_prefix="/api/v1/namespaces/team-b/pods/batch/eviction")
     s, clock, _ = stage("enforce", kube, node_evictions_per_minute=600, node_eviction_burst=5)
     findings, attribution = world(server)
-    assert [o.result for o in await s.run_cycle(findings, attribution)] == [R.ERROR]
+    assert [o.result for o in (await s.run_cycle(findings, attribution)).outcomes] == [R.ERROR]
     clock.now += 15
-    assert [o.result for o in await s.run_cycle(findings, attribution)] in ([R.COOLDOWN], [R.RATE_LIMITED])
+    assert [o.result for o in (await s.run_cycle(findings, attribution)).outcomes] in ([R.COOLDOWN], [R.RATE_LIMITED])
     assert len(evictions(server)) == 1
     clock.now += 15
-    assert [o.result for o in await s.run_cycle(findings, attribution)] == [R.EVICTED]
+    assert [o.result for o in (await s.run_cycle(findings, attribution)).outcomes] == [R.EVICTED]
     assert len(evictions(server)) == 2
 
 
@@ -188,7 +188,7 @@ async def test_kill_switch_configmap_pauses_every_send(cluster):
     assert await switch.refresh() is True
     s, _, audit = stage("enforce", kube, kill_switch=switch)
     server.requests.clear()
-    assert [o.result for o in await s.run_cycle(*world(server))] == [R.PAUSED]
+    assert [o.result for o in (await s.run_cycle(*world(server))).outcomes] == [R.PAUSED]
     assert evictions(server) == [] and json.loads(audit.getvalue())["result"] == "paused"
     server.fail_next(status=500, path_prefix="/api/v1/namespaces/gpu-watchdog/configmaps")
     assert await switch.refresh() is True and switch.failures == 1  # unreadable: the last state stays
@@ -245,7 +245,7 @@ async def test_every_mode_and_answer_over_http(cluster, mode, reply):
     try:
         s, _, audit = stage(mode, kube)
         server.requests.clear()
-        outcomes = await s.run_cycle(findings, attribution)
+        outcomes = (await s.run_cycle(findings, attribution)).outcomes
     finally:
         server.delay(0)
         if impatient is not None:
@@ -278,11 +278,11 @@ async def test_a_flipped_configmap_pauses_the_very_next_send(cluster):
     clock = Clock()
     s = started(policy, clock, api=kube, audit=AuditLog(stream=io.StringIO()), kill_switch=switch)
     findings, attribution = world(server)
-    assert [o.result for o in await s.run_cycle(findings, attribution)] == [R.DRY_RUN]
+    assert [o.result for o in (await s.run_cycle(findings, attribution)).outcomes] == [R.DRY_RUN]
     server.set_config_map("gpu-watchdog", settings.name, {"paused": "true"})  # well within the 10 s refresh
     server.requests.clear()
     clock.now += 1.0
-    outcomes = await s.run_cycle(findings, attribution)
+    outcomes = (await s.run_cycle(findings, attribution)).outcomes
     assert [(o.result, o.detail) for o in outcomes] == [(R.PAUSED, "kill switch is on")]
     assert evictions(server) == []
     configmap = f"/api/v1/namespaces/gpu-watchdog/configmaps/{settings.name}"
@@ -297,12 +297,12 @@ async def test_an_unreadable_configmap_sends_nothing(cluster):
     assert await switch.refresh() is False and switch.unknown and switch.failures == 1
     s, stage_clock, _ = stage("enforce", kube, kill_switch=switch)
     for _ in range(3):  # the first cycle reads nothing: the failed read is not a refresh period old yet
-        outcomes = await s.run_cycle(*world(server))
+        outcomes = (await s.run_cycle(*world(server))).outcomes
         assert outcomes[0].result is R.PAUSED and outcomes[0].detail.startswith("kill switch unknown")
         clock.now += 10.0  # changed (finding 6): a failed read is retried a refresh period later, not every cycle
         stage_clock.now += 10.0
     assert evictions(server) == [] and switch.failures == 3
-    assert [o.result for o in await s.run_cycle(*world(server))] == [R.EVICTED]  # readable (absent) again
+    assert [o.result for o in (await s.run_cycle(*world(server))).outcomes] == [R.EVICTED]  # readable (absent) again
 
 
 # ------------------------------------------------------------------ APF throttling and failed attempts (10, 14)
@@ -314,17 +314,17 @@ async def test_throttling_429_is_rate_limited_and_holds_every_send(cluster):
     server.fail_next(status=429, path_prefix="/api/v1/namespaces/team-b/pods/batch/eviction")
     s, clock, _ = stage("enforce", kube, node_evictions_per_minute=600, node_eviction_burst=5)
     findings, attribution = world(server)
-    assert [(o.result, o.http_status) for o in await s.run_cycle(findings, attribution)] == [(R.RATE_LIMITED, 429)]
+    assert [(o.result, o.http_status) for o in (await s.run_cycle(findings, attribution)).outcomes] == [(R.RATE_LIMITED, 429)]
     assert events(server, "GpuWatchdogEvictionBlocked") == []  # nothing about the pod's budget
     other = pod_info(server.get_pod("team-c", "other"))
-    attribution = Attribution(pods={**attribution.pods, other.uid: other})
+    attribution = Attribution(index=PodIndex.of([*attribution.pods.values(), other]))
     another = finding(culprit=other, victims=findings[0].victims, key="interference/gpu-1")
     clock.now += 29  # APF asked the whole client to wait: a different pod waits too
-    outcomes = await s.run_cycle([another], attribution)
+    outcomes = (await s.run_cycle([another], attribution)).outcomes
     assert [o.result for o in outcomes] == [R.RATE_LIMITED] and "throttled" in outcomes[0].detail
     assert len(evictions(server)) == 1
     clock.now += 1
-    assert [o.result for o in await s.run_cycle(findings, attribution)] == [R.EVICTED]
+    assert [o.result for o in (await s.run_cycle(findings, attribution)).outcomes] == [R.EVICTED]
 
 
 async def test_a_failed_attempt_is_an_event_on_the_pod_once_per_streak(cluster):
@@ -334,7 +334,7 @@ async def test_a_failed_attempt_is_an_event_on_the_pod_once_per_streak(cluster):
     findings, attribution = world(server)
     results = []
     for _ in range(4):  # error, error again after the 30 s backoff, then 60 s of backoff, then evicted
-        results.append([o.result for o in await s.run_cycle(findings, attribution)][0])
+        results.append([o.result for o in (await s.run_cycle(findings, attribution)).outcomes][0])
         clock.now += 30
     assert results == [R.ERROR, R.ERROR, R.COOLDOWN, R.EVICTED]
     failed = events(server, "GpuWatchdogEvictionFailed")

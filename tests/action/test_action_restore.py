@@ -10,11 +10,11 @@ import pytest
 from action_builders import finding
 from watchdog.action import ActionStage, AuditLog
 from watchdog.config.action import ActionPolicy
-from watchdog.simulation.cluster.apiserver import FakeApiServer
+from watchdog.testbed.cluster.apiserver import FakeApiServer
 from watchdog.kube.client import KubeApi
 from watchdog.kube.eviction import RecordedEviction, KubeEvictions
 from watchdog.kube.pods import pod_info
-from watchdog.model import Attribution
+from watchdog.model import Attribution, PodIndex
 from watchdog.model import EvictionResult as R
 from watchdog.model import FindingKind as K
 
@@ -61,7 +61,7 @@ def world(server: FakeApiServer, name: str):
     by_name = {p.name: p for p in pods}
     victim = by_name["frontend"]
     f = finding(K.MEMORY_PRESSURE, key="mp/gpu-0", victims=(victim,), usage={f"ml/{name}": 8e9}, needed=1e9)
-    return [f], Attribution(pods={p.uid: p for p in pods})
+    return [f], Attribution(index=PodIndex.of(pods))
 
 
 async def test_a_restart_keeps_the_evicted_pod_its_tenant_and_its_replacement_in_cooldown(cluster):
@@ -69,17 +69,17 @@ async def test_a_restart_keeps_the_evicted_pod_its_tenant_and_its_replacement_in
     first = agent(kube, clock)
     clock.now += 60  # the first send waits for a token (the bucket starts empty)
     stale = world(server, "train-7d9f8b6c4-x2x9z")  # the pod cache as it stays if the watch lags the eviction
-    assert [o.result for o in await first.run_cycle(*stale)] == [R.EVICTED]
+    assert [o.result for o in (await first.run_cycle(*stale)).outcomes] == [R.EVICTED]
     clock.now += 40  # the agent restarts 40 s later: a new process, a new ActionStage
 
     restarted = agent(kube, clock)
     assert restarted.pacer.tokens(clock.now) == 0.0  # empty at process start
     assert await restarted.restore_from_api() == 1 and restarted.restored == 1
     clock.now += 60  # a token is back: only the restored memory holds the agent now
-    outcomes = await restarted.run_cycle(*stale)
+    outcomes = (await restarted.run_cycle(*stale)).outcomes
     assert [o.result for o in outcomes] == [R.ALREADY_EVICTED]
     # The replacement the ReplicaSet made (another name, the same workload): the workload's cooldown holds it.
-    outcomes = await restarted.run_cycle(*world(server, "train-7d9f8b6c4-k8q4w"))
+    outcomes = (await restarted.run_cycle(*world(server, "train-7d9f8b6c4-k8q4w"))).outcomes
     assert [o.result for o in outcomes] == [R.COOLDOWN] and "ml/ReplicaSet/train-7d9f8b6c4" in outcomes[0].detail
     assert [p for _, p, _ in server.requests if p.endswith("/eviction")] == [
         "/api/v1/namespaces/ml/pods/train-7d9f8b6c4-x2x9z/eviction"]  # one POST in all
@@ -107,7 +107,7 @@ async def test_dry_run_events_restore_the_cooldowns_too_and_other_nodes_are_igno
     await elsewhere.run_cycle(*world(server, "train-7d9f8b6c4-x2x9z"))  # another node's dry run
     here = agent(kube, clock, mode="dry-run")
     clock.now += 60
-    assert [o.result for o in await here.run_cycle(*world(server, "train-7d9f8b6c4-k8q4w"))] == [R.DRY_RUN]
+    assert [o.result for o in (await here.run_cycle(*world(server, "train-7d9f8b6c4-k8q4w"))).outcomes] == [R.DRY_RUN]
     restarted = agent(kube, clock)
     assert await restarted.restore_from_api() == 1  # only node-1's own Event
     assert set(restarted.pacer._pod_until) == {"ml/train-7d9f8b6c4-k8q4w"}  # noqa: SLF001

@@ -10,11 +10,11 @@ import pytest
 from action_builders import attribution, finding, pod
 from watchdog.action import ActionStage, AuditLog
 from watchdog.config.action import ActionPolicy
-from watchdog.simulation.cluster.apiserver import FakeApiServer
+from watchdog.testbed.cluster.apiserver import FakeApiServer
 from watchdog.kube.client import KubeApi
 from watchdog.kube.eviction import KubeEvictions
 from watchdog.kube.pods import pod_info
-from watchdog.model import Attribution, PodInfo
+from watchdog.model import Attribution, PodIndex, PodInfo
 from watchdog.model import EvictionResult as R
 
 ENFORCE = {"mode": "enforce", "interference": {"for_seconds": 0}}
@@ -92,7 +92,7 @@ async def test_a_reload_to_observe_during_the_switch_read_sends_nothing():
     api, gate = Api(), ReloadingGate()
     s, _ = stage(api, gate)
     gate.during_read = lambda: s.set_policy(ActionPolicy.model_validate({**ENFORCE, "mode": "observe"}))
-    outcomes = await s.run_cycle(*world())
+    outcomes = (await s.run_cycle(*world())).outcomes
     assert [o.result for o in outcomes] == [R.OBSERVED] and "reloaded" in outcomes[0].detail
     assert api.sent == []
 
@@ -102,20 +102,20 @@ async def test_a_reload_protecting_the_namespace_during_the_switch_read_sends_no
     s, clock = stage(api, gate)
     protect_b = ActionPolicy.model_validate({**ENFORCE, "protected_namespaces": ["kube-system", "b"]})
     gate.during_read = lambda: s.set_policy(protect_b)
-    outcomes = await s.run_cycle(*world())
+    outcomes = (await s.run_cycle(*world())).outcomes
     assert [(o.result, o.detail) for o in outcomes] == [(R.PROTECTED, "re-checked before sending: namespace b is "
                                                                       "protected")]
     assert api.sent == []
     clock.now += 1  # the next cycle decides under the new policy: refused before any read
     gate.during_read = None
-    assert [o.result for o in await s.run_cycle(*world())] == [R.PROTECTED] and api.gets == 1
+    assert [o.result for o in (await s.run_cycle(*world())).outcomes] == [R.PROTECTED] and api.gets == 1
 
 
 async def test_a_reload_never_escalates_a_send_in_flight():
     api, gate = Api(), ReloadingGate()
     s, _ = stage(api, gate, mode="dry-run")
     gate.during_read = lambda: s.set_policy(ActionPolicy.model_validate(ENFORCE))
-    assert [(o.result, o.mode.value) for o in await s.run_cycle(*world())] == [(R.DRY_RUN, "dry-run")]
+    assert [(o.result, o.mode.value) for o in (await s.run_cycle(*world())).outcomes] == [(R.DRY_RUN, "dry-run")]
     assert api.sent == [("b/hog", True)]
 
 
@@ -129,7 +129,7 @@ async def test_a_reload_during_the_pod_re_read_is_honoured_too():
         return await original(namespace, name)
 
     api.get_pod = get_pod_while_reloading
-    outcomes = await s.run_cycle(*world())
+    outcomes = (await s.run_cycle(*world())).outcomes
     assert [o.result for o in outcomes] == [R.PROTECTED] and "floor 0" in outcomes[0].detail
     assert api.sent == []
 
@@ -153,7 +153,7 @@ async def test_the_pod_as_re_read_decides(now_on_the_server, expected, words):
     api = Api()
     api.pods["b/hog"] = now_on_the_server
     s, _ = stage(api)
-    outcomes = await s.run_cycle(*world())
+    outcomes = (await s.run_cycle(*world())).outcomes
     assert [o.result for o in outcomes] == [expected] and words in outcomes[0].detail
     assert api.sent == [] and api.gets == 1
 
@@ -165,7 +165,7 @@ async def test_a_pod_refused_at_send_time_is_backed_off_not_re_read_every_cycle(
     s, clock = stage(api, node_evictions_per_minute=600, node_eviction_burst=5)
     results = []
     for _ in range(31):  # the stale cache keeps deciding for the pod for 30 s
-        results.append([o.result for o in await s.run_cycle(*world())][0])
+        results.append([o.result for o in (await s.run_cycle(*world())).outcomes][0])
         clock.now += 1
     assert results == [R.PROTECTED] + [R.COOLDOWN] * 29 + [R.PROTECTED]
     assert api.gets == 2 and api.sent == []
@@ -175,7 +175,7 @@ async def test_a_pod_that_cannot_be_re_read_is_an_error_and_not_sent():
     api = Api()
     api.get_raises = True
     s, _ = stage(api)
-    outcomes = await s.run_cycle(*world())
+    outcomes = (await s.run_cycle(*world())).outcomes
     assert [o.result for o in outcomes] == [R.ERROR] and "could not re-read" in outcomes[0].detail
     assert api.sent == []
 
@@ -183,7 +183,7 @@ async def test_a_pod_that_cannot_be_re_read_is_an_error_and_not_sent():
 async def test_observe_mode_reads_nothing():
     api = Api()
     s, _ = stage(api, mode="observe")
-    assert [o.result for o in await s.run_cycle(*world())] == [R.OBSERVED] and api.gets == 0
+    assert [o.result for o in (await s.run_cycle(*world())).outcomes] == [R.OBSERVED] and api.gets == 0
 
 
 # ------------------------------------------------------------------ over HTTP, against the fake API server
@@ -206,13 +206,13 @@ async def cluster():
 async def test_a_pod_annotated_protected_after_the_decision_is_not_evicted(cluster):
     server, kube = cluster
     culprit, victim = pod_info(server.get_pod("team-b", "batch")), pod_info(server.get_pod("team-a", "web"))
-    stale = Attribution(pods={culprit.uid: culprit, victim.uid: victim})  # what a stalled watch still shows
+    stale = Attribution(index=PodIndex.of([culprit, victim]))  # what a stalled watch still shows
     await kube.api.request_json("PATCH", "/api/v1/namespaces/team-b/pods/batch",
                                 body={"metadata": {"annotations": {"gpu-watchdog.io/protected": "true"}}},
                                 content_type="application/merge-patch+json")
     s, _ = stage(kube)
     server.requests.clear()
-    outcomes = await s.run_cycle([finding(culprit=culprit, victims=(victim,))], stale)
+    outcomes = (await s.run_cycle([finding(culprit=culprit, victims=(victim,))], stale)).outcomes
     assert [o.result for o in outcomes] == [R.PROTECTED] and "annotated" in outcomes[0].detail
     assert [(method, path) for method, path, _ in server.requests] == [("GET", "/api/v1/namespaces/team-b/pods/batch")]
     assert not server.get_pod("team-b", "batch")["metadata"].get("deletionTimestamp")

@@ -9,7 +9,7 @@ import tempfile
 import pytest
 
 from watchdog.attribution.kubelet import PodResourcesClient
-from watchdog.simulation.cluster.kubelet import FakeKubelet
+from watchdog.testbed.cluster.kubelet import FakeKubelet
 from watchdog.model import ContainerInfo, GpuSample, MigSample, NodeSample, PodInfo, ProcessSample
 
 

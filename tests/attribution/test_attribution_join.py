@@ -6,9 +6,9 @@ from types import MappingProxyType
 
 import pytest
 
-from watchdog.attribution.join import attribute, tenant_of, unknown_devices
+from watchdog.attribution.join import attribute, unknown_devices
 from watchdog.attribution.pods import MIRROR_ANNOTATION
-from watchdog.model import ContainerInfo, DeviceAssignment, PodRef
+from watchdog.model import ContainerInfo, DeviceAssignment, PodIndex, PodRef
 
 
 def assign(device, pod, *, namespace="ml", container="main", resource="nvidia.com/gpu", replica=None):
@@ -17,7 +17,7 @@ def assign(device, pod, *, namespace="ml", container="main", resource="nvidia.co
 
 
 def by_uid(*pods):
-    return MappingProxyType({pod.uid: pod for pod in pods})
+    return PodIndex.of(pods)
 
 
 def test_mig_instances_map_to_their_pods_and_processes(make_pod, mig_sample):
@@ -27,7 +27,7 @@ def test_mig_instances_map_to_their_pods_and_processes(make_pod, mig_sample):
         sample,
         assignments=[assign("MIG-a", "train", resource="nvidia.com/mig-1g.18gb"),
                      assign("MIG-b", "serve", namespace="web", resource="nvidia.com/mig-1g.18gb")],
-        pods=by_uid(train, serve),
+        index=by_uid(train, serve),
         proc={11: (train.uid, train.containers[0].container_id), 22: (serve.uid, serve.containers[0].container_id)},
         kubelet_ok=True,
         api_ok=True,
@@ -47,7 +47,7 @@ def test_whole_gpus(make_pod, gpu_sample):
     result = attribute(
         gpu_sample(("GPU-0", (5,)), ("GPU-1", ())),
         assignments=[assign("GPU-0", "big"), assign("GPU-1", "big")],
-        pods=by_uid(pod), proc={5: (pod.uid, pod.containers[0].container_id)}, kubelet_ok=True, api_ok=True,
+        index=by_uid(pod), proc={5: (pod.uid, pod.containers[0].container_id)}, kubelet_ok=True, api_ok=True,
     )
     assert set(result.devices) == {"GPU-0", "GPU-1"}
     assert result.devices["GPU-1"] == (PodRef("ml", "big", pod.uid, "main"),)
@@ -64,7 +64,7 @@ def test_time_sliced_gpu_has_several_owners_and_per_pod_processes(make_pod, gpu_
             assign("GPU-shared", "a", container="worker", replica=3),  # two replicas, still one owner
             assign("GPU-shared", "b", container="worker", replica=1),
         ],
-        pods=by_uid(a, b),
+        index=by_uid(a, b),
         proc={100: (a.uid, "a" * 64), 200: (b.uid, "b" * 64), 201: (b.uid, "c" * 64)},
         kubelet_ok=True, api_ok=True,
     )
@@ -80,20 +80,20 @@ def test_ended_or_terminating_pods_lose_their_devices_but_keep_their_processes(m
     result = attribute(
         gpu_sample(("GPU-0", (7,))),
         assignments=[assign("GPU-0", "done")],  # the kubelet still lists it
-        pods=by_uid(done), proc={7: (done.uid, done.containers[0].container_id)}, kubelet_ok=True, api_ok=True,
+        index=by_uid(done), proc={7: (done.uid, done.containers[0].container_id)}, kubelet_ok=True, api_ok=True,
     )
     assert result.devices == {}
     assert result.processes[7].name == "done"  # the process really is still that pod's
 
 
 def test_pod_gone_from_the_api_is_not_attributed(make_pod, gpu_sample):
-    result = attribute(gpu_sample(("GPU-0", ())), assignments=[assign("GPU-0", "gone")], pods=by_uid(),
+    result = attribute(gpu_sample(("GPU-0", ())), assignments=[assign("GPU-0", "gone")], index=by_uid(),
                        proc={}, kubelet_ok=True, api_ok=True)
     assert result.devices == {}
 
 
 def test_with_the_api_down_the_kubelet_word_names_the_pod_and_the_result_is_unhealthy(gpu_sample):
-    result = attribute(gpu_sample(("GPU-0", ())), assignments=[assign("GPU-0", "new")], pods=by_uid(),
+    result = attribute(gpu_sample(("GPU-0", ())), assignments=[assign("GPU-0", "new")], index=by_uid(),
                        proc={}, kubelet_ok=True, api_ok=False)
     assert result.devices == {"GPU-0": (PodRef("ml", "new", "", "main"),)}
     assert not result.healthy and result.kubelet_ok and not result.api_ok
@@ -102,7 +102,7 @@ def test_with_the_api_down_the_kubelet_word_names_the_pod_and_the_result_is_unhe
 def test_recreated_pod_name_attributes_to_the_live_incarnation(make_pod, gpu_sample):
     old = make_pod("db-0", uid="old", deleting=True)
     new = make_pod("db-0", uid="new")
-    result = attribute(gpu_sample(("GPU-0", ())), assignments=[assign("GPU-0", "db-0")], pods=by_uid(new, old),
+    result = attribute(gpu_sample(("GPU-0", ())), assignments=[assign("GPU-0", "db-0")], index=by_uid(new, old),
                        proc={}, kubelet_ok=True, api_ok=True)
     assert result.devices["GPU-0"][0].uid == "new"
 
@@ -110,7 +110,7 @@ def test_recreated_pod_name_attributes_to_the_live_incarnation(make_pod, gpu_sam
 def test_processes_outside_pods_or_of_unknown_pods_are_left_out(make_pod, gpu_sample):
     pod = make_pod("p")
     result = attribute(
-        gpu_sample(("GPU-0", (1, 2, 3))), assignments=[], pods=by_uid(pod),
+        gpu_sample(("GPU-0", (1, 2, 3))), assignments=[], index=by_uid(pod),
         proc={2: ("uid-not-cached", "f" * 64), 3: (pod.uid, None)}, kubelet_ok=False, api_ok=True,
     )
     assert set(result.processes) == {3}
@@ -122,22 +122,17 @@ def test_static_pod_process_found_through_the_mirror_hash(make_pod, gpu_sample):
     config_hash = "0123456789abcdef0123456789abcdef"
     mirror = make_pod("probe-node-a", namespace="kube-system", mirror=True,
                       annotations=MappingProxyType({MIRROR_ANNOTATION: config_hash}))
-    result = attribute(gpu_sample(("GPU-0", (9,))), assignments=[], pods=by_uid(mirror),
+    result = attribute(gpu_sample(("GPU-0", (9,))), assignments=[], index=by_uid(mirror),
                        proc={9: (config_hash, mirror.containers[0].container_id)}, kubelet_ok=True, api_ok=True)
     assert result.processes[9] == PodRef("kube-system", "probe-node-a", mirror.uid, "main")
 
 
-def test_bad_tenant_label_is_refused(gpu_sample):
-    with pytest.raises(ValueError, match="tenant_label"):
-        attribute(gpu_sample(), assignments=[], pods={}, proc={}, kubelet_ok=True, api_ok=True, tenant_label="")
-
-
-def test_tenant_of(make_pod):
+def test_the_attribution_carries_the_index_it_was_joined_with(make_pod, gpu_sample):
     labelled = make_pod("a", labels=MappingProxyType({"team": "vision"}))
-    plain = make_pod("b", namespace="research")
-    assert tenant_of(labelled, "team") == "vision"
-    assert tenant_of(labelled, None) == "ml"
-    assert tenant_of(plain, "team") == "research"
+    index = PodIndex.of([labelled], tenant_label="team")
+    result = attribute(gpu_sample(), assignments=[], index=index, proc={}, kubelet_ok=True, api_ok=True)
+    assert result.index is index and result.pods == {labelled.uid: labelled}
+    assert result.index.tenant_of(PodRef("ml", "a")) == "vision"
 
 
 def test_unknown_devices_are_busy_devices_without_an_assignment(mig_sample, gpu_sample):

@@ -12,7 +12,7 @@ from watchdog.attribution.kubelet import (
     PodResourcesClient,
     split_replica,
 )
-from watchdog.simulation.cluster.kubelet import FakeKubelet
+from watchdog.testbed.cluster.kubelet import FakeKubelet
 from watchdog.model import DeviceAssignment
 
 GPU = "GPU-5d2c3b4a-0000-1111-2222-333344445555"

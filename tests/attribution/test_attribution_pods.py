@@ -1,4 +1,4 @@
-"""The watch-fed pod cache: events, relists, the three lookups, and stable snapshots."""
+"""The watch-fed pod cache: events, relists, the three lookups, and a frozen index rebuilt only on change."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def test_deleting_an_unknown_pod_is_harmless_and_bookmark_is_a_no_op(make_pod):
     cache = PodCache([make_pod("a")])
     cache.apply("DELETED", make_pod("never-seen"))
     cache.apply("BOOKMARK", make_pod("a"))
-    assert list(cache.snapshot()) == ["uid-ml-a"]
+    assert list(cache.index().pods) == ["uid-ml-a"]
 
 
 def test_unknown_event_types_and_non_pods_are_refused(make_pod):
@@ -46,7 +46,7 @@ def test_unknown_event_types_and_non_pods_are_refused(make_pod):
 def test_replace_is_a_relist(make_pod):
     cache = PodCache([make_pod("old")])
     cache.replace([make_pod("a"), make_pod("b", namespace="web")])
-    assert sorted(cache.snapshot()) == ["uid-ml-a", "uid-web-b"]
+    assert sorted(cache.index().pods) == ["uid-ml-a", "uid-web-b"]
     assert cache.by_name("ml", "old") is None
     assert cache.by_name("web", "b").namespace == "web"
 
@@ -62,14 +62,31 @@ def test_recreated_pod_with_the_same_name_prefers_the_live_one(make_pod):
     assert cache.by_name("ml", "db-0") is old
 
 
-def test_snapshot_is_read_only_stable_and_rebuilt_only_on_change(make_pod):
+def test_index_is_read_only_stable_and_rebuilt_only_on_change(make_pod):
     cache = PodCache([make_pod("a")])
-    first = cache.snapshot()
-    assert isinstance(first, MappingProxyType)
-    assert cache.snapshot() is first
+    first = cache.index("team")
+    assert isinstance(first.pods, MappingProxyType)
+    assert cache.index("team") is first  # nothing changed: the same frozen object, not a rebuild per tick
+    cache.apply("BOOKMARK", make_pod("a"))
+    assert cache.index("team") is first
     cache.apply("ADDED", make_pod("b"))
-    assert list(first) == ["uid-ml-a"]
-    assert sorted(cache.snapshot()) == ["uid-ml-a", "uid-ml-b"]
+    second = cache.index("team")
+    assert second is not first and list(first.pods) == ["uid-ml-a"]  # what was handed out never changes
+    assert sorted(second.pods) == ["uid-ml-a", "uid-ml-b"]
+    cache.replace([make_pod("c")])
+    assert list(cache.index("team").pods) == ["uid-ml-c"]
+
+
+def test_a_new_tenant_label_gives_a_new_index_of_the_same_pods(make_pod):
+    cache = PodCache([make_pod("a", labels=MappingProxyType({"team": "vision", "app": "web"}))])
+    by_team = cache.index("team")
+    by_app = cache.index("app")  # a policy reload changed the label
+    assert by_app is not by_team and by_app.pods == by_team.pods
+    assert by_team.tenant_of(by_team.pods["uid-ml-a"].ref) == "vision"
+    assert by_app.tenant_of(by_app.pods["uid-ml-a"].ref) == "web"
+    assert cache.index("app") is by_app
+    with pytest.raises(ValueError, match="tenant_label"):
+        cache.index("")
 
 
 def test_container_name_from_full_short_or_scheme_prefixed_ids(make_pod):

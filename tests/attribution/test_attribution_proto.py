@@ -7,8 +7,8 @@ from google.protobuf import descriptor_pb2
 from watchdog.attribution.proto import generate
 from watchdog.attribution.proto import podresources_v1_pb2 as pb
 
-# (message, field, number, label-is-repeated) from staging/src/k8s.io/kubelet/pkg/apis/podresources/v1/api.proto,
-# as listed in reference/kubernetes-and-friends.md §2.
+# (message, field, number, label-is-repeated) from kubernetes
+# staging/src/k8s.io/kubelet/pkg/apis/podresources/v1/api.proto.
 UPSTREAM_FIELDS = [
     ("ListPodResourcesResponse", "pod_resources", 1, True),
     ("AllocatableResourcesResponse", "devices", 1, True),

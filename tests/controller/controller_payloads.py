@@ -1,4 +1,4 @@
-"""Alertmanager webhook payloads as Alertmanager 0.25 sends them (kubernetes-and-friends.md §4)."""
+"""Alertmanager webhook payloads as Alertmanager 0.25 sends them (Alertmanager docs, configuration, webhook_config)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """A real Alertmanager (Debian's prometheus-alertmanager 0.25) drives the controller's webhook.
 
 The alert is POSTed straight to Alertmanager's /api/v2/alerts (Prometheus' first notification can be lost before
-it discovers Alertmanager: kubernetes-and-friends.md §4); the webhook is authenticated with
+it discovers Alertmanager, as seen with Debian's Prometheus 2.42; a resend waits for --rules.alert.resend-delay);
+the webhook is authenticated with
 http_config.authorization.credentials_file, as a deployment would. Only bounded polling, no sleeps to wait out.
 """
 

@@ -16,7 +16,7 @@ from watchdog.config.action import ActionPolicy
 from watchdog.config.controller import ControllerSettings
 from watchdog.controller.app import WebhookHandler
 from watchdog.controller.ledger import ConfigMapLedger, LedgerError, MemoryLedger, firing_key
-from watchdog.simulation.cluster.apiserver import FakeApiServer
+from watchdog.testbed.cluster.apiserver import FakeApiServer
 from watchdog.kube.client import KubeApi
 
 AUTH = {"Authorization": "Bearer tok", "Content-Type": "application/json"}

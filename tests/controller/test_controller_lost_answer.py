@@ -23,7 +23,7 @@ from watchdog.config.action import ActionPolicy
 from watchdog.config.controller import ControllerSettings
 from watchdog.controller.app import WebhookHandler
 from watchdog.controller.ledger import ConfigMapLedger, MemoryLedger, firing_key
-from watchdog.simulation.cluster.apiserver import FakeApiServer
+from watchdog.testbed.cluster.apiserver import FakeApiServer
 from watchdog.kube.client import KubeApi
 from watchdog.kube.eviction import KubeEvictions
 from watchdog.model import EvictionResult as R

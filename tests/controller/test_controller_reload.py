@@ -17,7 +17,7 @@ from watchdog.action import AuditLog
 from watchdog.config import load_policy
 from watchdog.config.controller import ControllerSettings
 from watchdog.controller import Controller
-from watchdog.simulation.cluster.apiserver import FakeApiServer
+from watchdog.testbed.cluster.apiserver import FakeApiServer
 from watchdog.kube.client import KubeApi
 
 TOKEN = "reload-token"

@@ -20,7 +20,7 @@ from watchdog.action import AuditLog
 from watchdog.config.action import ActionPolicy
 from watchdog.config.controller import ControllerSettings
 from watchdog.controller import Controller
-from watchdog.simulation.cluster.apiserver import FakeApiServer
+from watchdog.testbed.cluster.apiserver import FakeApiServer
 from watchdog.kube.client import KubeApi
 
 LEASE, RENEW, RETRY = 2.0, 1.5, 0.2

@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from watchdog.model import Attribution, GpuSample, MigSample, NodeSample, PodInfo, PodRef, ProcessSample, XidEvent
+from watchdog.model import (Attribution, GpuSample, MigSample, NodeSample, PodIndex, PodInfo, PodRef, ProcessSample,
+                            XidEvent)
 
 GIB = 1 << 30
 SW_POWER_CAP = 0x4
@@ -115,6 +116,7 @@ def attribution(
     processes: dict[int, PodInfo] | None = None,
     extra_pods: list[PodInfo] = (),  # type: ignore[assignment]
     healthy: bool = True,
+    tenant_label: str | None = None,
 ) -> Attribution:
     pods = {info.uid: info for infos in devices.values() for info in infos}
     pods.update({info.uid: info for info in (processes or {}).values()})
@@ -122,7 +124,7 @@ def attribution(
     return Attribution(
         devices={uuid: tuple(i.ref for i in infos) for uuid, infos in devices.items()},
         processes={pid: info.ref for pid, info in (processes or {}).items()},
-        pods=pods,
+        index=PodIndex(pods, tenant_label=tenant_label),
         healthy=healthy,
     )
 

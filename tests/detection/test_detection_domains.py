@@ -56,6 +56,33 @@ def test_exclusive_and_lost_gpus_share_nothing_but_an_intruder_joins():
     assert [r.key for r in device.assigned] == ["t1/a"] and [r.key for r in device.pods] == ["t1/a", "t2/b"]
 
 
+def test_device_sums_are_the_attributions_usage_per_pod():
+    """Detection folds the per-(pod, container) sums attribution made; it never sums processes itself."""
+    a_main, a_side = PodRef("t1", "a", A.uid, "main"), PodRef("t1", "a", A.uid, "side")
+    s = sample(1, [gpu("GPU-1", processes=(proc(1, mem=2, sm=0.25, memu=0.5), proc(2, mem=3, sm=0.5),
+                                           proc(3, mem=5, sm=0.125), proc(4, mem=7, sm=0.0625)))])
+    attr = dataclasses.replace(attribution(devices={"GPU-1": [A, B]}),
+                               processes={1: a_main, 2: B.ref, 3: a_side, 4: a_main})
+    usage = attr.usage(s)
+    [device] = devices_of(s, attr)
+    assert attr.usage(s) is usage  # summed once: detection read the sums already made
+    assert [u.ref.container if u.ref else None for u in usage["GPU-1"]] == ["main", None, "side"]
+    assert device.pod_memory == {"t1/a": 2 + 7 + 5, "t2/b": 3}
+    assert device.pod_sm == {"t1/a": pytest.approx(0.25 + 0.0625 + 0.125), "t2/b": 0.5}
+    assert device.pod_dram == {"t1/a": 0.5} and device.unattributed_sm is None
+    assert [ref.key for ref in device.pods] == ["t1/a", "t2/b"]
+
+
+def test_an_exclusive_device_without_per_process_numbers_gives_its_pod_the_device_totals():
+    """Detection's own rule for a gap, kept out of the shared sums: the published series stay measured only."""
+    s = sample(1, [gpu("GPU-1", processes=(proc(1),), used=9, gpu_util=0.75)])
+    attr = attribution(devices={"GPU-1": [A]}, processes={1: A})
+    [device] = devices_of(s, attr)
+    assert device.pod_memory == {"t1/a": 9} and device.pod_sm == {"t1/a": 0.75}
+    [user] = attr.usage(s)["GPU-1"]
+    assert (user.memory_bytes, user.sm_util) == (None, None)
+
+
 def test_ticks_must_increase_and_inputs_are_checked():
     detector = Detector()
     detector.step(sample(5, []), attribution(devices={}))
@@ -65,19 +92,27 @@ def test_ticks_must_increase_and_inputs_are_checked():
         detector.step({"tick": 6}, attribution(devices={}))  # type: ignore[arg-type]
 
 
-def test_tenant_label_overrides_the_namespace():
-    labelled = pod("ns-1", "x", labels={"tenant": "acme"})
-    detector = Detector(tenant_label="tenant")
-    detector.step(sample(1, []), attribution(devices={"d": [labelled, A]}))
-    assert detector.tenant_of(labelled.ref) == "acme" and detector.tenant_of(A.ref) == "t1"
+def test_findings_name_tenants_by_the_attributions_index():
+    """Detection has no tenant rule of its own: the tick's pod index (its label, else the namespace) decides."""
+    owner, sneak = pod("t1", "owner"), pod("ns-1", "sneak", labels={"tenant": "acme"})
+    node = [gpu("GPU-0", instances=(mig("MIG-a", gi=1, processes=(proc(10, mem=1), proc(20, mem=1))),
+                                    mig("MIG-b", gi=2)))]
+    tenants = {}
+    for label in ("tenant", None):
+        detector = Detector()
+        attr = attribution(devices={"MIG-a": [owner], "MIG-b": [sneak]}, processes={10: owner, 20: sneak},
+                           tenant_label=label)
+        [finding] = [f for t in range(6) for f in detector.step(sample(t, node), attr) if t == 5]
+        tenants[label] = finding.tenant
+    assert tenants == {"tenant": "acme", None: "ns-1"}
 
 
 def test_changes_reports_new_updated_and_resolved_once():
     base = Finding(FindingKind.QUOTA, "k1", "tenant/t", "memory", Severity.CRITICAL, 1, 1, 1.0)
     other = Finding(FindingKind.QUOTA, "k2", "tenant/t", "memory", Severity.CRITICAL, 1, 1, 1.0)
-    assert changes((), (base,)) == [("new", base)]
+    assert changes((), (base,)) == (("new", base),)
     moved = dataclasses.replace(base, last_tick=2, evidence={"usage": 3}, needed=5.0)
-    assert changes((base,), (moved,)) == []  # numbers move every tick: not worth a log line
+    assert changes((base,), (moved,)) == ()  # numbers move every tick: not worth a log line
     recast = dataclasses.replace(moved, culprit=PodRef("t", "p"))
-    assert changes((moved,), (recast, other)) == [("updated", recast), ("new", other)]
-    assert changes((recast, other), (other,)) == [("resolved", recast)]
+    assert changes((moved,), (recast, other)) == (("updated", recast), ("new", other))
+    assert changes((recast, other), (other,)) == (("resolved", recast),)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from watchdog.simulation.cluster.apiserver import FakeApiServer
+from watchdog.testbed.cluster.apiserver import FakeApiServer
 from watchdog.kube.client import KubeApi
 
 

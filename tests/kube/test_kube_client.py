@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from watchdog.config.kube import KubeSettings
-from watchdog.simulation.cluster.apiserver import FakeApiServer
+from watchdog.testbed.cluster.apiserver import FakeApiServer
 from watchdog.kube.client import KubeApi
 from watchdog.kube.errors import KubeConflict, KubeError, KubeForbidden, KubeNotFound, KubeUnavailable
 

@@ -6,7 +6,7 @@ from datetime import datetime
 
 import pytest
 
-from watchdog.simulation.cluster.apiserver import FakeApiServer
+from watchdog.testbed.cluster.apiserver import FakeApiServer
 from watchdog.kube.client import KubeApi
 from watchdog.kube.errors import KubeError, KubeRejected
 from watchdog.kube.eviction import RBAC_EVICTION, KubeEvictions, classify_eviction

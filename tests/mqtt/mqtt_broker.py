@@ -94,3 +94,20 @@ class Subscriber:
 
 def on_topic(topic: str, **fields: Any) -> Callable[[aiomqtt.Message, Any], bool]:
     return lambda m, p: m.topic.matches(topic) and all(p.get(k) == v for k, v in fields.items())
+
+
+def tick_result(snapshot, *, before=None, actions=()):
+    """The TickResult a cycle would hand the publisher for ``snapshot`` (findings changed since ``before``)."""
+    from watchdog.model import ActionReport, TickResult, finding_changes
+
+    changes = finding_changes(before.findings if before is not None else (), snapshot.findings)
+    tick = snapshot.sample.tick if snapshot.sample is not None else 0
+    return TickResult(tick=tick, snapshot=snapshot, changes=changes, actions=ActionReport(counted=tuple(actions)))
+
+
+def action_record(result: str, reason: str, namespace: str, pod: str = "hog-7"):
+    from watchdog.model import ActionRecord, EvictionResult, FindingKind, Mode
+
+    return ActionRecord(result=EvictionResult(result), reason=reason, namespace=namespace, pod=pod,
+                        finding_key=f"{reason}/tenant/{namespace}", finding_kind=FindingKind(reason)
+                        if reason in set(FindingKind) else FindingKind.QUOTA, mode=Mode.DRY_RUN, timestamp=0.0)

@@ -9,7 +9,7 @@ from mqtt_broker import PREFIX, on_topic
 
 from watchdog.kube.client import KubeApi
 from watchdog.service.agent import Agent
-from watchdog.simulation.world import SimulatedWorld
+from watchdog.testbed.world import SimulatedWorld
 
 SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "interference-timeslice-a100.yaml"
 
@@ -38,7 +38,7 @@ async def test_agent_publishes_findings_and_status(broker, subscribe, tmp_path):
             assert event["event"] == "new" and event["kind"] == "interference"
             assert (event["culprit"]["namespace"], event["culprit"]["name"]) == ("batch", "hog")
             assert [(v["namespace"], v["name"]) for v in event["victims"]] == [("prod", "serve")]
-            snapshot = await agent.cycle_once()  # the exporter sees the stream's own counters
+            snapshot = (await agent.cycle_once()).snapshot  # the exporter sees the stream's own counters
             assert snapshot.mqtt["published"] >= 2 and snapshot.mqtt["connected"] == 1
         finally:
             for task in tasks:

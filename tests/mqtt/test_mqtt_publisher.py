@@ -9,7 +9,7 @@ from pathlib import Path
 
 import aiomqtt
 import pytest
-from mqtt_broker import PREFIX, on_topic
+from mqtt_broker import PREFIX, action_record, on_topic, tick_result
 
 from watchdog.model import Finding, FindingKind, NodeSample, PodRef, Severity, Snapshot
 
@@ -43,9 +43,9 @@ async def test_findings_actions_and_status_arrive_with_qos_1(start_publisher, su
     await subscriber.next(on_topic(STATUS, state="online"))
 
     first = snapshot(1, ready=True)
-    publisher.offer(None, first)
+    publisher.tick_done(tick_result(first))
     second = snapshot(2, ready=True, findings=(quota_finding(2),), evictions={("evicted", "quota", "team-b"): 1})
-    publisher.offer(first, second)
+    publisher.tick_done(tick_result(second, before=first, actions=[action_record("evicted", "quota", "team-b")]))
 
     status, payload = await subscriber.next(on_topic(STATUS, tick=1))
     assert (status.qos, payload["ready"], payload["mode"]) == (1, True, "dry-run")
@@ -53,6 +53,7 @@ async def test_findings_actions_and_status_arrive_with_qos_1(start_publisher, su
     assert (found.qos, payload["event"], payload["culprit"]["name"], payload["tick"]) == (1, "new", "hog-7", 2)
     action, payload = await subscriber.next(on_topic(f"{PREFIX}/node-a/actions"))
     assert (action.qos, payload["result"], payload["namespace"], payload["count"]) == (1, "evicted", "team-b", 1)
+    assert payload["pod"] == "hog-7"
 
     late = await subscribe()  # a subscriber arriving later still learns the agent's status: it is retained
     retained, payload = await late.next(on_topic(STATUS))
@@ -117,16 +118,17 @@ async def test_reconnects_with_capped_backoff_after_the_broker_restarts(broker, 
     assert gate.delays == [0.1, 0.2, 0.4, 0.4]
     assert (publisher.counters().connect_failures, publisher.counters().connected) == (3, False)
 
-    publisher.offer(None, snapshot(9, paused=True))  # offered while away: kept, then delivered
+    publisher.tick_done(tick_result(snapshot(9, paused=True)))  # offered while away: kept, then delivered
     await broker.start()
     fresh = await subscribe()
     gate.release()
     _, online = await fresh.next(on_topic(STATUS, state="online"))
     assert (online["paused"], online["tick"]) == (True, 9)  # the latest status, not a bare "online"
 
-    publisher.offer(snapshot(9), snapshot(10, evictions={("dry_run", "quota", "team-b"): 2}))
+    publisher.tick_done(tick_result(snapshot(10, paused=True, evictions={("dry_run", "quota", "team-b"): 1}),
+                                    actions=[action_record("dry_run", "quota", "team-b")]))
     _, action = await fresh.next(on_topic(f"{PREFIX}/node-a/actions"))
-    assert (action["result"], action["count"], action["tick"]) == ("dry_run", 2, 10)
+    assert (action["result"], action["count"], action["total"], action["tick"]) == ("dry_run", 1, 1, 10)
     assert publisher.counters().connected is True
 
 
@@ -136,13 +138,12 @@ async def test_overflow_while_the_broker_is_down_drops_the_oldest(broker, start_
     await gate.wait_until_backing_off()
     assert publisher.counters().connect_failures == 1
 
-    previous = snapshot(0)
-    for total in range(1, 7):  # six action events into a queue of three
+    publisher.tick_done(tick_result(snapshot(0)))  # the first tick's status
+    for total in range(1, 7):  # then six action events into a queue of three
         current = snapshot(total, evictions={("evicted", "interference", "team-b"): total})
-        publisher.offer(previous, current)
-        previous = current
+        publisher.tick_done(tick_result(current, actions=[action_record("evicted", "interference", "team-b")]))
     counters = publisher.counters()
-    assert (counters.queued, counters.dropped) == (3, 3)
+    assert (counters.queued, counters.dropped) == (3, 4)
 
     await broker.start()
     subscriber = await subscribe()
@@ -150,7 +151,7 @@ async def test_overflow_while_the_broker_is_down_drops_the_oldest(broker, start_
     totals = [(await subscriber.next(on_topic(f"{PREFIX}/node-a/actions")))[1]["total"] for _ in range(3)]
     assert totals == [4, 5, 6]  # in order, and the first three are gone
     counters = publisher.counters()
-    assert (counters.queued, counters.dropped, counters.published) == (0, 3, 4)  # + the "online" status
+    assert (counters.queued, counters.dropped, counters.published) == (0, 4, 4)  # + the "online" status
 
 
 async def test_an_unreadable_password_file_is_a_counted_connect_failure(start_publisher, gate, tmp_path):

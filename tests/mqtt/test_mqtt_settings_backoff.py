@@ -9,7 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from watchdog.config.mqtt import MqttSettings
-from watchdog.model import Snapshot
+from watchdog.model import Snapshot, TickResult
 from watchdog.publishing.mqtt import MqttPublisher, backoff_delay
 
 
@@ -56,7 +56,7 @@ def test_jitter_only_shortens_the_wait_by_at_most_its_share():
 
 async def test_offer_when_disabled_keeps_nothing_and_run_returns():
     publisher = MqttPublisher(MqttSettings(), node="node-a")
-    publisher.offer(None, Snapshot(node="node-a"))
+    publisher.tick_done(TickResult(tick=0, snapshot=Snapshot(node="node-a")))
     assert publisher.counters().queued == 0
     await publisher.run()  # returns at once: the stream is off
 
@@ -64,14 +64,15 @@ async def test_offer_when_disabled_keeps_nothing_and_run_returns():
 async def test_offer_drops_the_oldest_beyond_the_queue_and_counts():
     publisher = MqttPublisher(MqttSettings(enabled=True, queue_size=2), node="node-a", clock=lambda: 5.0)
     for tick in range(5):
-        publisher.offer(None, Snapshot(node="node-a", ready=bool(tick % 2)))
+        publisher.tick_done(TickResult(tick=tick, snapshot=Snapshot(node="node-a", ready=bool(tick % 2))))
     counters = publisher.counters()
     assert (counters.queued, counters.dropped, counters.published, counters.connected) == (2, 3, 0, False)
 
 
-async def test_offer_never_raises_on_a_malformed_snapshot():
+async def test_offer_never_raises_on_a_malformed_result():
     publisher = MqttPublisher(MqttSettings(enabled=True), node="node-a")
-    publisher.offer(None, Snapshot(node="node-a", evictions={("evicted",): 1}))  # type: ignore[dict-item]
+    malformed = TickResult(tick=0, snapshot=Snapshot(node="node-a"), changes=(("new", None),))  # type: ignore[arg-type]
+    publisher.tick_done(malformed)
     assert publisher.counters().dropped == 1
 
 

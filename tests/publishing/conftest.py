@@ -15,6 +15,7 @@ from watchdog.model import (
     MigSample,
     Mode,
     NodeSample,
+    PodIndex,
     PodInfo,
     PodRef,
     ProcessSample,
@@ -114,7 +115,7 @@ def build_rich_snapshot(*, tenant_label: str | None = "team") -> Snapshot:
             301: PodRef("ml", "ts-1", "uid-ts-1", "a"),
             302: PodRef("batch", "ts-2", "", "b"),  # no uid: the tenant is found by namespace/name
         },
-        pods={p.uid: p for p in (train, infer_b, infer_c, ts_one, ts_two)},
+        index=PodIndex.of((train, infer_b, infer_c, ts_one, ts_two), tenant_label=tenant_label),
         healthy=True, kubelet_ok=True, api_ok=True,
     )
     findings = (

@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from watchdog.model import Attribution, GpuSample, NodeSample, PodRef, ProcessSample, Snapshot
+from watchdog.model import Attribution, GpuSample, NodeSample, PodIndex, PodRef, ProcessSample, Snapshot
 from watchdog.publishing import ALL_FAMILIES, build_families
 
 GIB = 1024**3
@@ -209,6 +209,34 @@ def test_unhealthy_attribution_is_exported(snapshot_factory, series):
     assert one(rows["gpu_watchdog_attribution_source_up"], source="api") == 1
 
 
+def test_pod_series_are_the_attributions_usage_the_sums_detection_reads(rich_snapshot, series):
+    """One sum per (device, pod, container), made once: the published series and detection's per-pod numbers are
+    the same figures."""
+    from watchdog.detection import devices_of
+
+    sample, attribution = rich_snapshot.sample, rich_snapshot.attribution
+    usage = attribution.usage(sample)
+    memory = series(rich_snapshot)["gpu_watchdog_pod_gpu_memory_used_bytes"]
+    assert attribution.usage(sample) is usage  # the render read the sums, it did not make its own
+    published = {(labels["gpu_uuid"], labels["mig_uuid"], labels["pod"], labels["container"]): value
+                 for labels, value in memory}
+    expected = {}
+    for gpu in sample.gpus:
+        for uuid, mig_uuid in [(gpu.uuid, "")] + [(mig.uuid, mig.uuid) for mig in gpu.instances]:
+            for user in usage.get(uuid, ()):
+                if user.memory_bytes is not None:
+                    ref = user.ref
+                    key = (gpu.uuid, mig_uuid, ref.name if ref else "", (ref.container or "") if ref else "")
+                    expected[key] = user.memory_bytes
+    assert published == expected
+    for device in devices_of(sample, attribution):
+        for pod_key, used in device.pod_memory.items():
+            name = pod_key.split("/", 1)[1]
+            mig_uuid = device.uuid if device.mig else ""
+            assert used == sum(v for (g, m, p, _), v in published.items() if (m, p) == (mig_uuid, name)
+                               and g == device.gpu.uuid)
+
+
 def test_non_mig_gpu_without_processes_has_no_pod_series(series):
     gpu = GpuSample(index=0, uuid="GPU-x", name="L4", processes=(ProcessSample(1, None),))
     snapshot = Snapshot(node="n", sample=NodeSample(node="n", tick=1, timestamp=1.0, gpus=(gpu,)))
@@ -231,7 +259,7 @@ def test_a_pod_without_the_tenant_label_is_its_namespaces_tenant(rich_snapshot):
 
     pods = dict(rich_snapshot.attribution.pods)
     pods["uid-ts-2"] = dataclasses.replace(pods["uid-ts-2"], labels=MappingProxyType({}))
-    snapshot = dataclasses.replace(
-        rich_snapshot, attribution=dataclasses.replace(rich_snapshot.attribution, pods=MappingProxyType(pods)))
+    index = PodIndex(pods, tenant_label="team")
+    snapshot = dataclasses.replace(rich_snapshot, attribution=dataclasses.replace(rich_snapshot.attribution, index=index))
     lines = [line for line in render(snapshot).decode().splitlines() if 'pod="ts-2"' in line and "tenant=" in line]
     assert lines and all('tenant="batch"' in line for line in lines)

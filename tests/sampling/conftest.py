@@ -8,7 +8,7 @@ import pytest
 
 from watchdog.config.sampling import SamplingSettings
 from watchdog.sampling import NvmlSampler
-from watchdog.simulation import DEMO_SCENARIO, SimClock, SimulatedGpuNode, load_scenario
+from watchdog.testbed import DEMO_SCENARIO, SimClock, SimulatedGpuNode, load_scenario
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from watchdog.model import NodeSample
 from watchdog.sampling import NvmlSampler
-from watchdog.simulation import SimClock
+from watchdog.testbed import SimClock
 
 
 def run_ticks(sampler: NvmlSampler, clock: SimClock, ticks: int, *, step: float = 1.0, first: int = 0) -> NodeSample:

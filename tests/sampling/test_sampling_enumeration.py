@@ -5,7 +5,7 @@ from __future__ import annotations
 import pynvml
 
 from watchdog.sampling import NvmlSampler
-from watchdog.simulation import SimClock, SimulatedGpuNode
+from watchdog.testbed import SimClock, SimulatedGpuNode
 
 LOOKUP = "nvmlDeviceGetMigDeviceHandleByIndex"
 
@@ -91,8 +91,9 @@ def test_instance_destroyed_between_lookup_and_description_is_not_kept(
 ) -> None:
     everything = _mig_uuids(node, 0)
     assert _found(sampler, clock, 0)[0] == everything
-    # InvalidArgument from an identity call: the handle went stale under the scan (nvml.md §1), so the old entry
-    # is not kept; the slot is read again next tick, where the simulation still has it.
+    # InvalidArgument from an identity call: the handle went stale under the scan (nvml.h,
+    # nvmlDeviceGetMigDeviceHandleByIndex), so the old entry is not kept; the slot is read again next tick, where the
+    # simulation still has it.
     node.inject_error("nvmlDeviceGetUUID", pynvml.NVML_ERROR_INVALID_ARGUMENT, device_index=0, times=1)
     sampler.request_enumeration(0)
 

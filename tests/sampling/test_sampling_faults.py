@@ -7,7 +7,7 @@ from sampling_helpers import run_ticks
 
 from watchdog.config.sampling import SamplingSettings
 from watchdog.sampling import NvmlSampler
-from watchdog.simulation import SimClock, SimulatedGpuNode
+from watchdog.testbed import SimClock, SimulatedGpuNode
 
 
 def test_not_supported_value_is_absent_and_never_asked_again(

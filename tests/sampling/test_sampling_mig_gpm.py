@@ -6,7 +6,7 @@ import pytest
 from sampling_helpers import run_ticks
 
 from watchdog.sampling import NvmlSampler
-from watchdog.simulation import SimClock, SimulatedGpuNode
+from watchdog.testbed import SimClock, SimulatedGpuNode
 
 WHOLE_H100 = {
     "name": "one-h100",

@@ -7,11 +7,12 @@ import json
 import pynvml
 
 from watchdog.sampling import nvml_library, probe
-from watchdog.simulation import SimClock, SimulatedGpuNode
+from watchdog.testbed import SimClock, SimulatedGpuNode
 
 _MUTATING = ("Set", "Create", "Destroy", "Reset", "Clear", "Register")
 # The probe's own event set: process-local NVML state, created, registered on, waited on once and freed; it
-# changes nothing on a GPU (nvml.md §4), unlike the Set*/Create*/Destroy* calls on devices above.
+# changes nothing on a GPU (nvml.h: nvmlDeviceRegisterEvents only starts recording events into the set), unlike
+# the Set*/Create*/Destroy* calls on devices above.
 _OWN_EVENT_SET = {"nvmlEventSetCreate", "nvmlDeviceRegisterEvents", "nvmlEventSetWait_v2", "nvmlEventSetFree"}
 
 
@@ -66,7 +67,8 @@ def test_probe_tries_the_xid_watchers_event_registration(node: SimulatedGpuNode,
         assert gpu["mask"] == gpu["nvmlDeviceGetSupportedEventTypes"]["value"] & wanted
         assert gpu["nvmlDeviceRegisterEvents"] == {"supported": True, "value": None}
     assert events["registered_gpus"] == 3
-    # Per-instance events through a MIG handle are unsupported (nvml.md §4): the probe asks one MIG handle.
+    # Per-instance events through a MIG handle are unsupported (nvml.h, nvmlEventSetWait_v2): the probe asks one MIG
+    # handle.
     assert events["mig_device"]["nvmlDeviceGetSupportedEventTypes"]["error"] == "not_supported"
     assert events["nvmlEventSetWait_v2"]["error"] == "timeout"  # a quiet node: the normal answer
     assert node.nvml.calls["nvmlEventSetWait_v2"] == 1

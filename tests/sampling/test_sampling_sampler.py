@@ -8,7 +8,7 @@ from sampling_helpers import run_ticks
 from watchdog.config.sampling import SamplingSettings
 from watchdog.sampling import NvmlSampler, NvmlUnavailable
 from watchdog.sampling.inventory import profile_from_name
-from watchdog.simulation import SimClock, SimulatedGpuNode
+from watchdog.testbed import SimClock, SimulatedGpuNode
 
 
 def test_full_sample_of_the_demo_node(sampler: NvmlSampler, node: SimulatedGpuNode, clock: SimClock) -> None:

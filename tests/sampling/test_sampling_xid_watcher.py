@@ -10,7 +10,7 @@ import pytest
 
 from watchdog.model import XidEvent
 from watchdog.sampling import NvmlSampler, XidWatcher
-from watchdog.simulation import SimClock, SimulatedGpuNode
+from watchdog.testbed import SimClock, SimulatedGpuNode
 
 READY_SECONDS = 10.0  # bound on thread start-up (real time); never reached when things work
 EVENT_SECONDS = 10.0

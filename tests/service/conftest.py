@@ -15,7 +15,7 @@ import pytest
 
 from watchdog.kube.client import KubeApi
 from watchdog.service.agent import Agent
-from watchdog.simulation.world import SimulatedWorld
+from watchdog.testbed.world import SimulatedWorld
 
 REPO = Path(__file__).resolve().parents[2]
 SCENARIOS = REPO / "scenarios"
@@ -50,7 +50,7 @@ class Driver:
         """The pod cache and the kubelet view reflect the world as it is now."""
         api_pods = {(p["metadata"]["namespace"], p["metadata"]["name"]) for p in self.world.api.objects("pods")}
         await poll(lambda: self.agent.pod_watcher.ok and {(p.namespace, p.name) for p in
-                   self.agent.pods.snapshot().values()} == api_pods, what="pod cache")
+                   self.agent.pods.index().pods.values()} == api_pods, what="pod cache")
         calls = self.agent.kubelet.list_calls
         self.agent.kubelet.request_refresh()
         await poll(lambda: self.agent.kubelet.list_calls > calls and self.agent.kubelet.ok, what="a kubelet List")
@@ -58,7 +58,7 @@ class Driver:
     async def ticks(self, n: int, *, sync: bool = False) -> Any:
         snapshot = None
         for _ in range(n):
-            snapshot = await self.agent.cycle_once()
+            snapshot = (await self.agent.cycle_once()).snapshot
             self.world.advance(self.world.scenario.tick_seconds)
             if sync:
                 await self.caught_up()

@@ -59,10 +59,29 @@ async def test_settings_reach_the_stages(drive):
     assert agent.cycle.sample_timeout == 2.5
 
 
-async def test_one_tenant_label_for_every_stage(drive):
-    driver = await drive(SCENARIOS / "demo.yaml", events=False, policy={"action": {"tenant_label": "team"}})
+async def test_one_runtime_policy_reaches_every_stage_and_so_does_a_reload(drive):
+    """The tenant label is resolved once per policy load and the same object reaches detection, action, the
+    victim-signal client and the metrics; a reload that changes the label changes it for all of them."""
+    from watchdog.config import Policy
+    from watchdog.publishing import render
+
+    driver = await drive(SCENARIOS / "demo.yaml", events=False, policy={"action": {"tenant_label": "team"}},
+                         signals={"prometheus_url": "http://127.0.0.1:9"})
     agent = driver.agent
-    assert agent.state.tenant_label == agent.cycle.tenant_label == agent.action.policy.tenant_label == "team"
+    consumers = (agent.cycle.runtime, agent.signals.runtime)
+    assert all(runtime is agent.runtime for runtime in consumers)
+    assert agent.state.tenant_label == agent.action.policy.tenant_label == agent.runtime.tenant_label == "team"
     snapshot = await driver.ticks(2)
-    pod = next(p for p in snapshot.attribution.pods.values() if p.labels.get("team"))
-    assert agent.detector.tenant_of(pod.ref) == pod.labels["team"]
+    sweep = next(p for p in snapshot.attribution.pods.values() if p.name == "sweep-7")
+    assert snapshot.attribution.index.tenant_of(sweep.ref) == "research"  # what detection counts tenants by
+    assert 'pod="sweep-7",tenant="research"' in render(snapshot).decode()
+
+    agent.apply_policy(Policy.model_validate({"action": {"tenant_label": "app"}}))
+    assert all(runtime is agent.runtime for runtime in (agent.cycle.runtime, agent.signals.runtime))
+    assert agent.state.tenant_label == agent.action.policy.tenant_label == agent.runtime.tenant_label == "app"
+    snapshot = await driver.ticks(1)
+    assert snapshot.attribution.index.tenant_of(sweep.ref) == "sweep"
+    assert snapshot.tenant_label == "app"
+    body = render(snapshot).decode()
+    assert 'pod="sweep-7",tenant="sweep"' in body and 'tenant="research"' not in body
+    assert "gpu-watchdog" in agent.action.policy.protected_namespaces  # the reload kept the runtime overlay

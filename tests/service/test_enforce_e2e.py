@@ -8,7 +8,7 @@ import json
 import pytest
 
 from tests.service.conftest import SCENARIOS
-from watchdog.simulation import load_scenario
+from watchdog.testbed import load_scenario
 
 def _benign(path) -> bool:
     truth = load_scenario(path).truth or {}

@@ -11,13 +11,14 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from tests.service.conftest import poll
-from watchdog.config import DetectionPolicy, SignalsSettings
+from watchdog.config import DetectionPolicy, Policy, SignalsSettings
+from watchdog.config.runtime import RuntimePolicy
 from watchdog.service.prometheus_signals import PrometheusSignals, parse_vector
 
 POLICY = DetectionPolicy.model_validate(
     {"victim_signal_overrides": {"prod": {"query": "app_p99_latency_seconds", "threshold": 0.5}}}
 )
+RUNTIME = RuntimePolicy.resolve(Policy(detection=POLICY))
 
 
 def free_port() -> int:
@@ -70,7 +71,7 @@ async def prometheus(tmp_path):
 async def test_values_per_pod_from_a_real_prometheus(prometheus):
     url, _ = prometheus
     clock = {"now": 100.0}
-    signals = PrometheusSignals(SignalsSettings(prometheus_url=url), policy=lambda: POLICY, clock=lambda: clock["now"])
+    signals = PrometheusSignals(SignalsSettings(prometheus_url=url), runtime=RUNTIME, clock=lambda: clock["now"])
     async with aiohttp.ClientSession() as session:
 
         async def scraped() -> bool:
@@ -89,7 +90,7 @@ async def test_values_per_pod_from_a_real_prometheus(prometheus):
 
 async def test_unreachable_prometheus_is_counted_and_gives_no_values():
     signals = PrometheusSignals(SignalsSettings(prometheus_url=f"http://127.0.0.1:{free_port()}", timeout_seconds=2),
-                                policy=lambda: POLICY, clock=lambda: 0.0)
+                                runtime=RUNTIME, clock=lambda: 0.0)
     async with aiohttp.ClientSession() as session:
         await signals.refresh(session)
     assert signals.values() == {} and sum(signals.errors.values()) == 1
@@ -115,7 +116,7 @@ async def test_agent_feeds_detection_and_counts_failures(drive):
                          signals={"prometheus_url": f"http://127.0.0.1:{free_port()}", "timeout_seconds": 2},
                          policy={"detection": {"victim_signal_overrides": {"ml-prod": {"query": "up"}}}})
     agent = driver.agent
-    assert agent.cycle.external_signals == agent.signals.values
+    assert agent.cycle.signals is agent.signals
     async with aiohttp.ClientSession() as session:
         await agent.signals.refresh(session)
     snapshot = await driver.ticks(1)
@@ -144,7 +145,7 @@ async def test_the_refresher_survives_an_unexpected_error():
         if len(rounds) == 2:
             raise asyncio.CancelledError
 
-    signals = Broken(SignalsSettings(prometheus_url="http://127.0.0.1:1"), policy=lambda: POLICY,
+    signals = Broken(SignalsSettings(prometheus_url="http://127.0.0.1:1"), runtime=RUNTIME,
                      clock=lambda: 0.0, sleep=sleep)
     with pytest.raises(asyncio.CancelledError):
         await signals.run()

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 from tests.service.conftest import SCENARIOS
-from watchdog.simulation.runner import run_simulated
+from watchdog.testbed.runner import run_simulated
 
 
 async def test_bounded_simulated_run_moves_one_tick_per_cycle():
     seen: list[tuple[int, float, bool]] = []
 
-    def on_tick(sample, attribution, findings, external_signals) -> None:
-        seen.append((sample.tick, sample.timestamp, attribution.healthy))
+    class Seen:
+        stage = "test"
 
-    await run_simulated(SCENARIOS / "demo.yaml", port=0, ticks=30, speed=1e6, on_tick=on_tick,
+        def tick_done(self, result) -> None:
+            seen.append((result.sample.tick, result.sample.timestamp, result.attribution.healthy))
+
+    await run_simulated(SCENARIOS / "demo.yaml", port=0, ticks=30, speed=1e6, sinks=(Seen(),),
                         flags={"sampling": {"events": False}})
     assert [tick for tick, _, _ in seen] == list(range(30))
     assert [timestamp for _, timestamp, _ in seen] == [float(tick) for tick in range(30)]  # background tasks

@@ -10,6 +10,7 @@ from watchdog.model import (
     GpuSample,
     MigSample,
     NodeSample,
+    PodIndex,
     PodInfo,
     PodRef,
     ProcessSample,
@@ -87,7 +88,7 @@ def make_tick() -> tuple[NodeSample, Attribution]:
     attribution = Attribution(
         devices=MappingProxyType({"MIG-aaaa": (ref,), "GPU-1111": (PodRef("batch", "x", uid="u-2"),)}),
         processes=MappingProxyType({4242: ref}),
-        pods=MappingProxyType({"u-1": pod}),
+        index=PodIndex({"u-1": pod}),
         healthy=False,
         kubelet_ok=True,
         api_ok=False,

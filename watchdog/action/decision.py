@@ -225,8 +225,9 @@ def relief_rank(use: float, pod: PodInfo) -> tuple[bool, int, float]:
 
 
 def _pods_by_key(usage, attribution: Attribution) -> list[PodInfo]:
-    by_key = {f"{p.namespace}/{p.name}": p for p in attribution.pods.values()}
-    return [by_key[key] for key in usage if key in by_key]
+    """The pods named by the finding's "namespace/name" usage keys, in its order; unknown ones left out."""
+    found = (attribution.index.by_name(*key.split("/", 1)) for key in usage if "/" in key)
+    return [pod for pod in found if pod is not None]
 
 
 def _use(finding: Finding, pod: PodInfo) -> float:

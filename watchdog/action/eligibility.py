@@ -54,5 +54,9 @@ def protection(pod: PodInfo, policy: ActionPolicy) -> str | None:
 
 
 def tenant_of(pod: PodInfo, policy: ActionPolicy) -> str:
-    """The tenant a pod belongs to under this policy's tenant label (``PodInfo.tenant``)."""
+    """The tenant a pod belongs to under this policy's tenant label (``PodInfo.tenant``).
+
+    The action stage counts tenants under its own policy's label rather than ``Attribution.index``'s: the rules it
+    enforces (tenant cooldowns, quota candidates) are that policy's, and the runtime policy hands the same label to
+    the pod index, so the two agree."""
     return pod.tenant(policy.tenant_label)

@@ -6,7 +6,8 @@ and counts every result. Every decision it is handed ends with exactly one resul
 (result, reason, namespace) for gpu_watchdog_evictions_total and written as one audit line.
 
 observe sends nothing; dry-run sends only dryRun=All (the PDB check still runs server-side, so the answer says
-whether the eviction would be allowed — kubernetes-and-friends.md §1); enforce evicts. Right before each send the
+whether the eviction would be allowed — kubernetes pkg/registry/core/pod/storage/eviction.go, checkAndDecrement);
+enforce evicts. Right before each send the
 kill switch is re-read (`SendGate.confirm`), so an operator's pause stops the very next request.
 
 A decision is older than its send: it was made on the pod cache (whose watch may have stalled for up to its idle
@@ -28,7 +29,8 @@ from watchdog.action.audit import AuditLog, audit_record
 from watchdog.action.eligibility import Refusal, protection, refusal
 from watchdog.action.pacing import Pacer
 from watchdog.config.action import ActionPolicy
-from watchdog.model import ActionOutcome, Decision, EvictionRequest, EvictionResult, Mode, PodInfo, PodRef
+from watchdog.model import (ActionOutcome, ActionRecord, ActionReport, Decision, EvictionRequest, EvictionResult, Mode,
+                            PodInfo, PodRef)
 
 log = logging.getLogger(__name__)
 
@@ -129,6 +131,7 @@ class Evictor:
         self._standing: dict[tuple[str, str], EvictionResult] = {}
         self._last_attempt: dict[tuple[str, str], EvictionResult] = {}
         self._seen: set[tuple[str, str]] = set()
+        self._counted: list[ActionRecord] = []  # the current act() call's counted results
 
     @property
     def mode(self) -> Mode:
@@ -142,17 +145,20 @@ class Evictor:
     def set_policy(self, policy: ActionPolicy) -> None:
         self._policy = policy
 
-    async def act(self, decisions: Iterable[Decision]) -> list[ActionOutcome]:
-        """Finish every decision with one result; returns the outcomes of those that name a pod."""
+    async def act(self, decisions: Iterable[Decision]) -> ActionReport:
+        """Finish every decision with one result: the outcomes of those that name a pod, and every result counted
+        this call (what gpu_watchdog_evictions_total went up by, with the pod each was about)."""
         outcomes = []
         self._seen = set()
+        self._counted = []
         for decision in decisions:
             outcome = await self._finish(decision)
             if outcome is not None:
                 outcomes.append(outcome)
         self._standing = {key: value for key, value in self._standing.items() if key in self._seen}
         self._last_attempt = {key: value for key, value in self._last_attempt.items() if key in self._seen}
-        return outcomes
+        counted, self._counted = tuple(self._counted), []
+        return ActionReport(outcomes=tuple(outcomes), counted=counted)
 
     async def _finish(self, decision: Decision) -> ActionOutcome | None:
         request = decision.request
@@ -276,7 +282,8 @@ class Evictor:
         policy = self._policy
         if result is EvictionResult.RATE_LIMITED:
             # API Priority and Fairness throttled us (429 without a DisruptionBudget cause): the whole API server
-            # asked us to wait, so every send waits, for Retry-After when it said so (kubernetes-and-friends.md §1).
+            # asked us to wait, so every send waits, for Retry-After when it said so (kubernetes
+            # staging/src/k8s.io/apiserver/pkg/server/filters/priority-and-fairness.go).
             wait = retry_after if retry_after else policy.retry_backoff_initial_seconds
             self._hold_until = max(self._hold_until, now + wait)
             self._hold_why = "the API server throttled us (429)"
@@ -339,6 +346,11 @@ class Evictor:
             return outcome  # the same refusal as last cycle: already counted and audited
         self._standing[key] = result
         self._counts[(result.value, reason, namespace)] += 1
+        self._counted.append(ActionRecord(
+            result=result, reason=reason, namespace=namespace, pod=decision.pod or (request.pod.name if request else ""),
+            finding_key=decision.finding_key, finding_kind=decision.finding_kind, mode=mode, timestamp=now,
+            detail=detail, uid=request.pod.uid if request else "", http_status=http_status,
+        ))
         final = decision if decision.result is result else _with_result(decision, result, detail)
         self._audit.write(audit_record(timestamp=now, node=self._node, mode=mode, decision=final, outcome=outcome))
         if result in (EvictionResult.EVICTED, EvictionResult.DRY_RUN, EvictionResult.BLOCKED_PDB, EvictionResult.ERROR):

@@ -22,6 +22,7 @@ import time
 from typing import Callable, Protocol
 
 from watchdog.config.action import KillSwitch as KillSwitchSettings
+from watchdog.config.runtime import RuntimePolicy
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +68,10 @@ class KillSwitch:
     def switched_on(self) -> bool:
         """The last good read said "paused" (whether or not that read is still fresh)."""
         return self.active and self._paused
+
+    def apply_runtime(self, runtime: RuntimePolicy) -> None:
+        """A policy load: the switch it names, in the agent's own namespace unless it names another."""
+        self.set_settings(runtime.kill_switch, namespace=runtime.own_namespace or self._namespace)
 
     def set_settings(self, settings: KillSwitchSettings, *, namespace: str) -> None:
         changed = (settings.namespace or namespace, settings.name, settings.key) != (

@@ -38,7 +38,8 @@ ATTEMPTS = frozenset(
         EvictionResult.RATE_LIMITED,  # only ever recorded as the API server's answer (APF 429), never pacing's own
     }
 )
-# A PDB that allows no disruption answers 429 without Retry-After (kubernetes-and-friends.md §1): back off ourselves.
+# A PDB that allows no disruption answers 429 without Retry-After (kubernetes pkg/registry/core/pod/storage/
+# eviction.go, checkAndDecrement): back off ourselves.
 RETRIED = frozenset(
     {EvictionResult.BLOCKED_PDB, EvictionResult.BLOCKED, EvictionResult.ERROR, EvictionResult.RATE_LIMITED}
 )

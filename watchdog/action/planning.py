@@ -14,18 +14,15 @@ from typing import Iterable
 from watchdog.action.decision import decide
 from watchdog.action.pacing import Pacer
 from watchdog.config.action import ActionPolicy
+from watchdog.config.runtime import resolve_action_policy
 from watchdog.model import Attribution, Decision, EvictionResult, Finding, Mode
 
 
 def effective_policy(
     action_policy: ActionPolicy, *, own_namespace: str | None, tenant_label: str | None
 ) -> ActionPolicy:
-    """The policy as the agent applies it: its own namespace protected, and the attribution settings' tenant label
-    used when the policy names none."""
-    policy = action_policy.with_own_namespace(own_namespace)
-    if policy.tenant_label is None and tenant_label:
-        policy = policy.model_copy(update={"tenant_label": tenant_label})
-    return policy
+    """The policy as the agent applies it (the runtime overlay of ``watchdog.config.runtime``, without --mode)."""
+    return resolve_action_policy(action_policy, own_namespace=own_namespace, tenant_label=tenant_label)
 
 
 def would_be(mode: Mode) -> EvictionResult:

@@ -16,7 +16,8 @@ from watchdog.action.decision import decide
 from watchdog.action.evictor import EVENT_REASONS, EvictionApi, Evictor, SendGate
 from watchdog.action.pacing import DONE, Pacer, PastAttempt
 from watchdog.config.action import ActionPolicy
-from watchdog.model import ActionOutcome, Attribution, Decision, EvictionResult, Finding, PodRef
+from watchdog.config.runtime import RuntimePolicy
+from watchdog.model import ActionReport, Attribution, Decision, EvictionResult, Finding, PodRef
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +75,10 @@ class ActionStage:
         """(result, reason, namespace) → n, for gpu_watchdog_evictions_total."""
         return self.evictor.counts
 
+    def apply_runtime(self, runtime: RuntimePolicy) -> None:
+        """A policy load, as resolved for this agent (own namespace protected, tenant label, --mode)."""
+        self.set_policy(runtime.action)
+
     def set_policy(self, policy: ActionPolicy) -> None:
         """Hot reload: new rules and mode from the next cycle on; cooldowns, backoffs and spent tokens are kept."""
         self._policy = policy
@@ -123,7 +128,7 @@ class ActionStage:
         log.info("restored %d recent eviction attempt(s) of node %s into the cooldowns", used, self._node)
         return used
 
-    async def run_cycle(self, findings: Iterable[Finding], attribution: Attribution) -> list[ActionOutcome]:
+    async def run_cycle(self, findings: Iterable[Finding], attribution: Attribution) -> ActionReport:
         findings = list(findings)
         now = self._clock()
         decisions = decide(findings, attribution, policy=self._policy, now=now)

@@ -1,7 +1,8 @@
 """The kubelet's device assignments, refreshed on a timer and on demand, never on the scrape path.
 
-dcgm-exporter calls PodResources List on every scrape and burns up to 10 cores on H200 MIG nodes (reference/peers.md,
-issue #599); the kubelet also rate-limits the API to 100 QPS, burst 10. Here a List happens every
+dcgm-exporter calls PodResources List on every scrape and burns up to 10 cores on H200 MIG nodes (dcgm-exporter
+issue #599); the kubelet also rate-limits the API to 100 QPS, burst 10 (kubernetes
+pkg/kubelet/apis/podresources/grpc/ratelimit.go). Here a List happens every
 ``refresh_seconds``, plus at most one extra List per ``unknown_refresh_seconds`` when a busy device has no known
 owner (a pod that started since the last List). A device still unknown after a List is negative-cached so a host
 process squatting on a GPU costs no further calls; it leaves the cache as soon as a List names it.

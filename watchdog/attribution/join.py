@@ -5,7 +5,7 @@ benchmarked alone. Two rules carry the safety story:
 
 - A device is attributed only to pods the API still has *and* that are live. The kubelet keeps listing a pod's
   devices until it has torn the pod down, so a Succeeded/Failed or deleting pod would otherwise keep "owning" its
-  GPU (users' complaint #7 in reference/peers.md: stale attribution after the pod ends).
+  GPU (stale attribution after the pod ends is a complaint users of existing GPU exporters raise).
 - ``healthy`` is false whenever the kubelet or the API could not be read: then an absence proves nothing, and the
   downstream stages must not call a process "unauthorized" or act on it.
 """
@@ -15,19 +15,18 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import Iterable, Iterator, Mapping
 
-from watchdog.attribution.pods import MIRROR_ANNOTATION, container_name_of
-from watchdog.model import Attribution, DeviceAssignment, NodeSample, PodInfo, PodRef, ProcessSample
+from watchdog.attribution.pods import container_name_of
+from watchdog.model import Attribution, DeviceAssignment, NodeSample, PodIndex, PodRef, ProcessSample
 
 
 def attribute(
     sample: NodeSample,
     *,
     assignments: Iterable[DeviceAssignment],
-    pods: Mapping[str, PodInfo],
+    index: PodIndex,
     proc: Mapping[int, tuple[str, str | None]],
     kubelet_ok: bool,
     api_ok: bool,
-    tenant_label: str | None = None,
 ) -> Attribution:
     """Who owns what at this tick.
 
@@ -35,12 +34,11 @@ def attribute(
     GPU. When the API is unreadable the cache may simply be behind, so a pod missing from it is still named from the
     kubelet's word (no UID); the attribution is then unhealthy and nothing acts on it.
     ``processes``: every PID NVML reported that /proc places in a pod the cache knows (live or not: a terminating
-    pod's process really is that pod's). ``tenant_label`` is checked here so a bad setting fails early; tenants are
-    derived with ``tenant_of``.
+    pod's process really is that pod's). ``index`` is the pod cache's frozen index (``PodCache.index``), built once
+    per cache change and carried on in the attribution, with its tenant rule, for every later stage. What each pod
+    uses of each device is summed from ``processes`` when a stage first asks (``Attribution.usage``), so a PID
+    taken back later (the service's hold-back of unconfirmed pairs) is never counted for its pod.
     """
-    if tenant_label is not None and not (isinstance(tenant_label, str) and tenant_label):
-        raise ValueError(f"tenant_label must be a non-empty label key or None, got {tenant_label!r}")
-    index = _PodIndex(pods)
     devices: dict[str, list[PodRef]] = {}
     for assignment in assignments:
         ref = _device_owner(assignment, index, api_ok=api_ok)
@@ -55,23 +53,18 @@ def attribute(
         if found is None or process.pid in processes:
             continue
         pod_uid, container_id = found
-        pod = index.by_uid(pod_uid)
+        pod = index.by_cgroup_uid(pod_uid)
         if pod is None:
             continue
         processes[process.pid] = PodRef(pod.namespace, pod.name, pod.uid, container_name_of(pod, container_id))
     return Attribution(
         devices=MappingProxyType({uuid: tuple(refs) for uuid, refs in devices.items()}),
         processes=MappingProxyType(processes),
-        pods=pods,
+        index=index,
         healthy=kubelet_ok and api_ok,
         kubelet_ok=kubelet_ok,
         api_ok=api_ok,
     )
-
-
-def tenant_of(pod: PodInfo, tenant_label: str | None) -> str:
-    """The tenant a pod belongs to (``PodInfo.tenant``)."""
-    return pod.tenant(tenant_label)
 
 
 def unknown_devices(sample: NodeSample, assignments: Iterable[DeviceAssignment]) -> tuple[str, ...]:
@@ -120,7 +113,7 @@ def unassigned_processes(sample: NodeSample, attribution: Attribution) -> dict[i
     return found
 
 
-def _device_owner(assignment: DeviceAssignment, index: _PodIndex, *, api_ok: bool) -> PodRef | None:
+def _device_owner(assignment: DeviceAssignment, index: PodIndex, *, api_ok: bool) -> PodRef | None:
     pod = index.by_name(assignment.namespace, assignment.pod)
     if pod is None:
         if api_ok:
@@ -137,28 +130,3 @@ def _processes(sample: NodeSample) -> Iterator[ProcessSample]:
         for mig in gpu.instances:
             yield from mig.processes
 
-
-class _PodIndex:
-    """Per-call lookups over the UID-keyed pod mapping: by (namespace, name), live first, and by static-pod hash."""
-
-    __slots__ = ("_pods", "_by_name", "_by_mirror_hash")
-
-    def __init__(self, pods: Mapping[str, PodInfo]) -> None:
-        self._pods = pods
-        self._by_name: dict[tuple[str, str], PodInfo] = {}
-        self._by_mirror_hash: dict[str, PodInfo] = {}
-        for pod in pods.values():
-            key = (pod.namespace, pod.name)
-            current = self._by_name.get(key)
-            if current is None or (pod.live and not current.live):
-                self._by_name[key] = pod
-            mirror_hash = pod.annotations.get(MIRROR_ANNOTATION)
-            if mirror_hash:
-                self._by_mirror_hash[mirror_hash] = pod
-
-    def by_name(self, namespace: str, name: str) -> PodInfo | None:
-        return self._by_name.get((namespace, name))
-
-    def by_uid(self, uid: str) -> PodInfo | None:
-        found = self._pods.get(uid)
-        return found if found is not None else self._by_mirror_hash.get(uid)

@@ -1,9 +1,11 @@
 """The kubelet PodResources v1 client: the one place (with the generated stubs) that speaks gRPC.
 
 Everything above it sees ``DeviceAssignment`` tuples and a three-class error tree, never a grpc type, so the
-refresh policy (``assignments.py``) is testable without a server and grpc stays replaceable. Facts relied on are in
-reference/kubernetes-and-friends.md §2: unix socket, ``/v1.PodResourcesLister/*`` paths, 100 QPS/burst 10 server
-rate limit answered with RESOURCE_EXHAUSTED, replicas of a time-sliced/MPS device listed as ``<uuid>::<n>``.
+refresh policy (``assignments.py``) is testable without a server and grpc stays replaceable. Facts relied on: the
+unix socket and the ``/v1.PodResourcesLister/*`` paths (kubernetes
+staging/src/k8s.io/kubelet/pkg/apis/podresources/v1/api.proto, ``package v1``), the server's 100 QPS/burst 10 rate
+limit answered with RESOURCE_EXHAUSTED (kubernetes pkg/kubelet/apis/podresources/grpc/ratelimit.go), replicas of a
+time-sliced/MPS device listed as ``<uuid>::<n>`` (NVIDIA k8s-device-plugin, internal/rm).
 """
 
 from __future__ import annotations

@@ -1,38 +1,37 @@
-"""The node's pods as the watch last described them, indexed the three ways attribution looks them up.
+"""The node's pods as the watch last described them, handed to each tick as one frozen ``PodIndex``.
 
 The kubelet names pods by (namespace, name), cgroups by UID, and a static pod's cgroup by the kubelet's config hash
 rather than by its mirror pod's API UID. Keeping one cache fed by the pod watch (ADDED/MODIFIED/DELETED, plus a full
-relist after a watch expires) means a tick never asks the API server anything. Pure: no I/O, no clock, no asyncio;
-the kube layer feeds it and the service hands ``snapshot()`` to the join.
+relist after a watch expires) means a tick never asks the API server anything, and building its index once per
+change (not once per tick, not once per stage) means every stage looks pods up the same way. Pure: no I/O, no
+clock, no asyncio; the kube layer feeds it and the service hands ``index()`` to the join.
 """
 
 from __future__ import annotations
 
-from types import MappingProxyType
-from typing import Iterable, Mapping
+from typing import Iterable
 
-from watchdog.model import MIRROR_ANNOTATION, PodInfo
+from watchdog.model import MIRROR_ANNOTATION, PodIndex, PodInfo
 
 # The kubelet marks a static pod's mirror with its config hash (MIRROR_ANNOTATION), which is also the UID in the
-# pod's cgroup path (pkg/kubelet/types/pod_update.go: ConfigMirrorAnnotationKey).
+# pod's cgroup path (pkg/kubelet/types/pod_update.go: ConfigMirrorAnnotationKey). PodIndex keeps that lookup.
+__all__ = ["MIRROR_ANNOTATION", "PodCache", "container_name_of"]
 
 _UPSERT_EVENTS = frozenset({"ADDED", "MODIFIED"})
 
 
 class PodCache:
-    """UID → PodInfo with a (namespace, name) index and a static-pod config-hash index.
+    """UID → PodInfo, kept by watch events; ``index(tenant_label)`` hands out the frozen lookups.
 
-    ``snapshot()`` returns a read-only mapping that stays valid (unchanged) after later events: it is rebuilt
-    lazily, once per change, not once per tick.
+    The index is built lazily, once per change (or per tenant-label change), and the same object is handed out
+    until then, so a tick costs nothing while the pods stay as they are. An index handed out never changes.
     """
 
-    __slots__ = ("_by_uid", "_by_name", "_by_mirror_hash", "_snapshot")
+    __slots__ = ("_by_uid", "_index")
 
     def __init__(self, pods: Iterable[PodInfo] = ()) -> None:
         self._by_uid: dict[str, PodInfo] = {}
-        self._by_name: dict[tuple[str, str], tuple[str, ...]] = {}
-        self._by_mirror_hash: dict[str, str] = {}
-        self._snapshot: Mapping[str, PodInfo] | None = None
+        self._index: PodIndex | None = None
         self.replace(pods)
 
     def __len__(self) -> int:
@@ -43,75 +42,53 @@ class PodCache:
         if not isinstance(pod, PodInfo):
             raise TypeError(f"PodCache.apply wants a PodInfo, got {type(pod).__name__}")
         if event_type in _UPSERT_EVENTS:
-            self._remove(pod.uid)
-            self._insert(pod)
+            self._by_uid.pop(pod.uid, None)  # re-inserted last: the newest state of a pod comes last
+            self._by_uid[pod.uid] = pod
         elif event_type == "DELETED":
-            self._remove(pod.uid)
+            self._by_uid.pop(pod.uid, None)
         elif event_type == "BOOKMARK":
             return
         else:
             raise ValueError(f"unknown pod watch event type {event_type!r}; expected ADDED, MODIFIED or DELETED")
-        self._snapshot = None
+        self._index = None
 
     def replace(self, pods: Iterable[PodInfo]) -> None:
         """Forget everything and hold exactly ``pods`` (a relist after the watch's resourceVersion expired)."""
-        self._by_uid = {}
-        self._by_name = {}
-        self._by_mirror_hash = {}
+        by_uid: dict[str, PodInfo] = {}
         for pod in pods:
             if not isinstance(pod, PodInfo):
                 raise TypeError(f"PodCache.replace wants PodInfo items, got {type(pod).__name__}")
-            self._remove(pod.uid)
-            self._insert(pod)
-        self._snapshot = None
+            by_uid.pop(pod.uid, None)
+            by_uid[pod.uid] = pod
+        self._by_uid = by_uid
+        self._index = None
+
+    def index(self, tenant_label: str | None = None) -> PodIndex:
+        """The pods as they are now, frozen and indexed, with the tenant rule for ``tenant_label``; the same object
+        until the next change (a policy reload that changes the label makes a new one)."""
+        index = self._index
+        if index is None:
+            index = self._index = PodIndex(self._by_uid, tenant_label=tenant_label)
+        elif index.tenant_label != tenant_label:
+            index = self._index = index.with_tenant_label(tenant_label)
+        return index
 
     def get(self, uid: str) -> PodInfo | None:
         """By API UID, or by the config hash a static pod's cgroup path carries."""
-        found = self._by_uid.get(uid)
-        if found is None and uid in self._by_mirror_hash:
-            found = self._by_uid.get(self._by_mirror_hash[uid])
-        return found
+        return self._current().by_cgroup_uid(uid)
 
     def by_name(self, namespace: str, name: str) -> PodInfo | None:
         """The pod called ``namespace/name``; a live one wins when a recreated pod briefly shares the name."""
-        uids = self._by_name.get((namespace, name), ())
-        pods = [self._by_uid[uid] for uid in uids]
-        live = [pod for pod in pods if pod.live]
-        chosen = live or pods
-        return chosen[-1] if chosen else None
-
-    def snapshot(self) -> Mapping[str, PodInfo]:
-        """A read-only UID → PodInfo mapping that later events do not change."""
-        if self._snapshot is None:
-            self._snapshot = MappingProxyType(dict(self._by_uid))
-        return self._snapshot
+        return self._current().by_name(namespace, name)
 
     def container_name(self, uid: str, container_id: str | None) -> str | None:
         """The container name for a runtime container ID found in a cgroup path, when the pod status lists it."""
         pod = self.get(uid)
         return container_name_of(pod, container_id) if pod is not None else None
 
-    def _insert(self, pod: PodInfo) -> None:
-        self._by_uid[pod.uid] = pod
-        key = (pod.namespace, pod.name)
-        self._by_name[key] = self._by_name.get(key, ()) + (pod.uid,)
-        mirror_hash = pod.annotations.get(MIRROR_ANNOTATION)
-        if mirror_hash:
-            self._by_mirror_hash[mirror_hash] = pod.uid
-
-    def _remove(self, uid: str) -> None:
-        old = self._by_uid.pop(uid, None)
-        if old is None:
-            return
-        key = (old.namespace, old.name)
-        remaining = tuple(other for other in self._by_name.get(key, ()) if other != uid)
-        if remaining:
-            self._by_name[key] = remaining
-        else:
-            self._by_name.pop(key, None)
-        mirror_hash = old.annotations.get(MIRROR_ANNOTATION)
-        if mirror_hash and self._by_mirror_hash.get(mirror_hash) == uid:
-            del self._by_mirror_hash[mirror_hash]
+    def _current(self) -> PodIndex:
+        """The index as it is, whatever its tenant label (lookups by UID and name do not depend on it)."""
+        return self._index if self._index is not None else self.index()
 
 
 def container_name_of(pod: PodInfo, container_id: str | None) -> str | None:

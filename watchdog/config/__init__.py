@@ -21,6 +21,7 @@ from watchdog.config.kube import KubeSettings
 from watchdog.config.loading import ConfigError, deep_merge, env_overrides, read_yaml, validate
 from watchdog.config.mqtt import MqttSettings
 from watchdog.config.publishing import PublishingSettings
+from watchdog.config.policy import Policy
 from watchdog.config.sampling import SamplingSettings
 from watchdog.config.prometheus_signals import SignalsSettings
 from watchdog.model import Mode
@@ -42,13 +43,6 @@ __all__ = [
     "load_policy",
     "load_settings",
 ]
-
-
-class Policy(Section):
-    """What the agent looks for and how it may act; hot-reloadable."""
-
-    detection: DetectionPolicy = Field(default_factory=DetectionPolicy, description="Detection thresholds.")
-    action: ActionPolicy = Field(default_factory=ActionPolicy, description="Eviction rules, limits and mode.")
 
 
 class Settings(Section):

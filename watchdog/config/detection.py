@@ -14,11 +14,11 @@ from pydantic import Field, model_validator
 
 from watchdog.config._base import Section
 
-# nvmlClocksEventReason* bits that mean "the GPU's own power/thermal budget slowed the clocks" (nvml.h; reference
-# nvml.md §5): SwPowerCap 0x4 and SwThermalSlowdown 0x20, which the driver raises when the board's draw or
-# temperature reaches its limit, i.e. when the work on the GPU spends the budget. Left out: HwSlowdown 0x8,
-# HwThermalSlowdown 0x40 and HwPowerBrakeSlowdown 0x80, which nvml.h documents as external or node-level causes
-# (an external power-brake signal from the system, the board's hardware slowdown) that no tenant can be blamed for;
+# nvmlClocksEventReason* bits that mean "the GPU's own power/thermal budget slowed the clocks" (nvml.h,
+# nvmlClocksEventReason* defines): SwPowerCap 0x4 and SwThermalSlowdown 0x20, which the driver raises when the board's
+# draw or temperature reaches its limit, i.e. when the work on the GPU spends the budget. Left out: HwSlowdown 0x8,
+# HwThermalSlowdown 0x40 and HwPowerBrakeSlowdown 0x80, which nvml.h documents as external or node-level causes (an
+# external power-brake signal from the system, the board's hardware slowdown) that no tenant can be blamed for;
 # GpuIdle (0x1), application/display clock settings and SyncBoost are not contention at all.
 SW_POWER_CAP = 0x4
 SW_THERMAL_SLOWDOWN = 0x20
@@ -246,11 +246,12 @@ class UnauthorizedPolicy(Section):
         return self
 
 
-# Sources: application-level Xids = the k8s-device-plugin's default ignore list (internal/rm/health.go, reference
-# nvml.md §4; HAMi ignores the same set). Xid 94 is a contained ECC error: NVIDIA's A100+ memory documentation says
-# it kills only the affected application and the GPU keeps serving. Reset/drain set: the "common drain/reset" set of
-# reference nvml.md §4 (48 DBE, 63/64 row-remap, 74 NVLink, 79 fallen off the bus, 92 high SBE rate, 95 uncontained
-# ECC, 119/120 GSP) — UNVERIFIED against NVIDIA's Xid catalog, hence configurable.
+# Sources: application-level Xids = the NVIDIA k8s-device-plugin's default ignore list (internal/rm/health.go; HAMi
+# ignores the same set). Xid 94 is a contained ECC error: NVIDIA's A100+ memory documentation
+# (docs.nvidia.com/deploy/a100-gpu-mem-error-mgmt) says it kills only the affected application and the GPU keeps
+# serving. Reset/drain set: the commonly used drain/reset set (48 DBE, 63/64 row-remap, 74 NVLink, 79 fallen off
+# the bus, 92 high SBE rate, 95 uncontained ECC, 119/120 GSP) — not verified against NVIDIA's Xid catalog
+# (docs.nvidia.com/deploy/xid-errors), hence configurable.
 DEFAULT_APPLICATION_XIDS = (13, 31, 43, 45, 68, 109)
 DEFAULT_CONTAINED_XIDS = (94,)
 DEFAULT_RESET_XIDS = (48, 63, 64, 74, 79, 92, 95, 119, 120)

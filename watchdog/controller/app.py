@@ -195,7 +195,7 @@ class WebhookHandler:
             refused = await self._claim(target, key, paced)
             if refused is not None:
                 return refused, True
-        outcomes = await self._evictor.act([paced])
+        outcomes = (await self._evictor.act([paced])).outcomes
         result = outcomes[0].result if outcomes else (paced.result or EvictionResult.NO_CANDIDATE)
         detail = outcomes[0].detail if outcomes else paced.detail
         if sends and outcomes and outcome_unknown(outcomes[0]):

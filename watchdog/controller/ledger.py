@@ -2,12 +2,12 @@
 sends an eviction.
 
 Alertmanager repeats a firing (same fingerprint and startsAt) every repeat_interval and retries it after a 5xx
-(kubernetes-and-friends.md §4). The Lease makes sure one replica acts at a time, but an in-memory "already handled"
-set dies with the replica that holds it: after a failover the new leader would take the repeat for a new firing
-and, for a namespace-only alert, evict a second pod of the tenant. So the leader records the firing here *before*
-the eviction goes out (an entry "sending …" left by a crash counts as handled: when in doubt, never evict twice)
-and a new leader reads the record before acting. Entries whose attempt may be retried (rate limited, paused, PDB)
-are removed again so Alertmanager's next delivery can try.
+(Alertmanager docs, configuration: repeat_interval, <webhook_config>). The Lease makes sure one replica acts at a
+time, but an in-memory "already handled" set dies with the replica that holds it: after a failover the new leader
+would take the repeat for a new firing and, for a namespace-only alert, evict a second pod of the tenant. So the
+leader records the firing here *before* the eviction goes out (an entry "sending …" left by a crash counts as handled:
+when in doubt, never evict twice) and a new leader reads the record before acting. Entries whose attempt may be
+retried (rate limited, paused, PDB) are removed again so Alertmanager's next delivery can try.
 
 One data key holds a JSON object in insertion order, trimmed to `capacity` (a ConfigMap is limited to 1 MiB:
 etcd's request size limit, k8s.io/api core/v1 types.go ConfigMap). Writes are PUTs carrying the resourceVersion

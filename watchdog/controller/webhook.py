@@ -2,8 +2,8 @@
 ones were handled so a redelivery never evicts twice.
 
 Alertmanager re-sends a group on every `repeat_interval` and on retries after a 5xx, with the same alert
-fingerprint and startsAt (kubernetes-and-friends.md §4 gives the payload), so (fingerprint, startsAt) is the
-identity of "one firing of one alert". PURE: no I/O, no asyncio.
+fingerprint and startsAt (the Alertmanager docs, configuration, <webhook_config>, give the payload), so
+(fingerprint, startsAt) is the identity of "one firing of one alert". PURE: no I/O, no asyncio.
 """
 
 from __future__ import annotations

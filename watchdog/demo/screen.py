@@ -1,6 +1,6 @@
 """The demo's live screen: the terminal table redrawn once a second beside the running agent.
 
-The runner in ``watchdog.simulation`` only runs the world and the agent; what a person watches is the demo's
+The runner in ``watchdog.testbed`` only runs the world and the agent; what a person watches is the demo's
 concern, so the screen lives here and is handed to the runner.
 """
 

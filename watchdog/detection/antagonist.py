@@ -3,7 +3,8 @@
 Pure (no I/O). CPI² (Zhang et al., EuroSys 2013) names the co-runner whose use correlates with the victim's
 degradation. Correlation alone is not enough on a GPU, because the same rise in power can come from several
 places: in the power domain a pod's use is weighed by its instance's share of the GPU (a 1g slice at 60 % draws
-about a third of what a 3g slice at 60 % draws; MIG compute slices, reference nvml.md §9), and when pods we may
+about a third of what a 3g slice at 60 % draws; MIG compute slices, NVIDIA MIG user guide, "Supported MIG
+Profiles"), and when pods we may
 not blame (the victim's own tenant, processes no pod owns) added more of that share than the best candidate did,
 nobody is named: the evidence points elsewhere, and a wrongful eviction is worse than a missed one.
 

@@ -8,9 +8,10 @@ real time. A policy reload keeps what was learned where it still fits (baselines
 
 from __future__ import annotations
 
-from typing import Literal, Mapping
+from typing import Mapping
 
 from watchdog.config.detection import DetectionPolicy
+from watchdog.config.runtime import RuntimePolicy
 from watchdog.detection.domains import devices_of, domains_of
 from watchdog.detection.interference import InterferenceDetector
 from watchdog.detection.memory import MemoryPressureDetector
@@ -19,27 +20,30 @@ from watchdog.detection.unauthorized import UnauthorizedDetector
 from watchdog.detection.xid import XidDetector
 from watchdog.model import EMPTY, Attribution, Finding, NodeSample, PodRef
 
-Change = Literal["new", "resolved", "updated"]
-
 
 class Detector:
     """Stateful across ticks; call `step` once per tick with increasing ticks."""
 
-    def __init__(self, policy: DetectionPolicy | None = None, *, tenant_label: str | None = None) -> None:
+    def __init__(self, policy: DetectionPolicy | None = None) -> None:
+        """A tenant is what the tick's pod index says (``Attribution.index.tenant_of``); the service builds that
+        index for the runtime policy's tenant label, so detection needs no label of its own."""
         self._policy = policy or DetectionPolicy()
-        self._tenant_label = tenant_label
         self._attribution = Attribution()
-        self._tenants: dict[str, str] = {}
-        self._interference = InterferenceDetector(self._policy, tenant_of=self.tenant_of)
-        self._memory = MemoryPressureDetector(self._policy, tenant_of=self.tenant_of)
-        self._quota = QuotaDetector(self._policy, tenant_of=self.tenant_of)
-        self._unauthorized = UnauthorizedDetector(self._policy, tenant_of=self.tenant_of)
-        self._xid = XidDetector(self._policy.xid, tenant_of=self.tenant_of)
+        self._interference = InterferenceDetector(self._policy, tenant_of=self._tenant_of)
+        self._memory = MemoryPressureDetector(self._policy, tenant_of=self._tenant_of)
+        self._quota = QuotaDetector(self._policy, tenant_of=self._tenant_of)
+        self._unauthorized = UnauthorizedDetector(self._policy, tenant_of=self._tenant_of)
+        self._xid = XidDetector(self._policy.xid, tenant_of=self._tenant_of)
         self._last_tick: int | None = None
 
     @property
     def policy(self) -> DetectionPolicy:
         return self._policy
+
+    def apply_runtime(self, runtime: RuntimePolicy) -> None:
+        """A policy load: its thresholds, learned state kept (see ``set_policy``). Its tenant label reaches
+        detection through the pod index the cycle builds with it."""
+        self.set_policy(runtime.detection)
 
     def set_policy(self, policy: DetectionPolicy) -> None:
         """Hot reload: learned baselines, windows (resized, newest kept) and open runs survive."""
@@ -50,14 +54,9 @@ class Detector:
         self._unauthorized.set_policy(policy)
         self._xid.set_policy(policy.xid)
 
-    def tenant_of(self, ref: PodRef) -> str:
-        """The pod's tenant: the configured label's value when the pod has it, else its namespace."""
-        tenant = self._tenants.get(ref.key)
-        if tenant is None:
-            info = self._attribution.pod(ref) if self._tenant_label else None
-            tenant = info.tenant(self._tenant_label) if info is not None else ref.namespace
-            self._tenants[ref.key] = tenant
-        return tenant
+    def _tenant_of(self, ref: PodRef) -> str:
+        # The sub-detectors live across ticks; the tenant rule is the current tick's index's.
+        return self._attribution.index.tenant_of(ref)
 
     def step(
         self,
@@ -72,7 +71,7 @@ class Detector:
         if self._last_tick is not None and sample.tick <= self._last_tick:
             raise ValueError(f"tick {sample.tick} is not after the previous tick {self._last_tick}")
         self._last_tick = sample.tick
-        self._attribution, self._tenants = attribution, {}
+        self._attribution = attribution
         devices = devices_of(sample, attribution)
         domains = domains_of(devices)
         when = {"tick": sample.tick, "timestamp": sample.timestamp}
@@ -85,31 +84,3 @@ class Detector:
         ]
         return tuple(sorted(findings, key=lambda finding: finding.key))
 
-
-def _material(finding: Finding) -> tuple:
-    """What makes a finding different enough to log again (evidence numbers move every tick and do not)."""
-    return (
-        finding.severity,
-        finding.resource,
-        finding.culprit.key if finding.culprit else None,
-        tuple(sorted(ref.key for ref in finding.victims)),
-        finding.tenant,
-        finding.first_tick,
-    )
-
-
-def changes(previous: tuple[Finding, ...] | list[Finding], current: tuple[Finding, ...] | list[Finding]) -> list[
-    tuple[Change, Finding]
-]:
-    """What changed between two ticks' findings, so the service logs once per change, not once per tick."""
-    before = {finding.key: finding for finding in previous}
-    after = {finding.key: finding for finding in current}
-    result: list[tuple[Change, Finding]] = []
-    for key, finding in after.items():
-        old = before.get(key)
-        if old is None:
-            result.append(("new", finding))
-        elif _material(old) != _material(finding):
-            result.append(("updated", finding))
-    result.extend(("resolved", finding) for key, finding in before.items() if key not in after)
-    return result

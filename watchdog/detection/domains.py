@@ -2,7 +2,7 @@
 
 Pure (no I/O, no asyncio). Interference only exists between pods that share a resource, and which resource is
 shared depends on how the GPU is split: MIG isolates SMs, L2 and DRAM between GPU instances but not the board's
-power/thermal budget, clocks or PCIe (arXiv 2508.20274; reference peers.md), so every GPU is one *power* domain for
+power/thermal budget, clocks or PCIe (arXiv 2508.20274), so every GPU is one *power* domain for
 all its instances; a GPU not in MIG mode handed to several pods (time-slicing / MPS replicas) shares SMs and DRAM
 bandwidth between them (*timeslice*); a GPU instance holding several compute instances shares DRAM and L2 (*gi*).
 A pod belongs to a device when the kubelet assigned it (attribution.devices) or one of its processes runs there
@@ -17,9 +17,11 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Mapping
 
-from watchdog.model import EMPTY, Attribution, GpuSample, MigSample, NodeSample, PodRef, ProcessSample
+from watchdog.model import EMPTY, Attribution, GpuSample, MigSample, NodeSample, PodRef, PodUsage, ProcessSample
 
-MIG_COMPUTE_SLICES = 7  # compute slices of an A100/H100/H200 (reference nvml.md §9); only scales the `share` evidence
+# Compute slices of an A100/H100/H200 (NVIDIA MIG user guide, "Supported MIG Profiles"); only scales the `share`
+# evidence.
+MIG_COMPUTE_SLICES = 7
 _PROFILE_SLICES = re.compile(r"^(?:(\d+)c\.)?(\d+)g\.")
 
 
@@ -92,31 +94,37 @@ def _unique(refs: list[PodRef]) -> tuple[PodRef, ...]:
     return tuple(seen.values())
 
 
-def _sum_by_pod(processes: tuple[ProcessSample, ...], owners: Mapping[int, PodRef], attr: str) -> dict[str, float]:
+def _by_pod(users: tuple[PodUsage, ...], attr: str) -> dict[str, float]:
+    """One pod's measured use of a device, its containers' sums (Attribution.usage) added up."""
     totals: dict[str, float] = {}
-    for proc in processes:
-        ref = owners.get(proc.pid)
-        value = getattr(proc, attr)
-        if ref is not None and value is not None:
-            totals[ref.key] = totals.get(ref.key, 0) + value
+    for user in users:
+        value = getattr(user, attr)
+        if user.ref is not None and value is not None:
+            key = user.ref.key
+            totals[key] = totals.get(key, 0) + value
     return totals
 
 
 def _device(
-    *, uuid: str, gpu: GpuSample, mig: MigSample | None, processes: tuple[ProcessSample, ...], attribution: Attribution
+    *,
+    uuid: str,
+    gpu: GpuSample,
+    mig: MigSample | None,
+    processes: tuple[ProcessSample, ...],
+    users: tuple[PodUsage, ...],
+    attribution: Attribution,
 ) -> Device:
     assigned = _unique(list(attribution.devices.get(uuid, ())))
-    owners = attribution.processes
-    pods = _unique(list(assigned) + [owners[p.pid] for p in processes if p.pid in owners])
+    pods = _unique(list(assigned) + [user.ref for user in users if user.ref is not None])
     source = mig if mig is not None else gpu
-    memory = {k: int(v) for k, v in _sum_by_pod(processes, owners, "used_memory_bytes").items()}
+    memory = {k: int(v) for k, v in _by_pod(users, "memory_bytes").items()}
     if not memory and len(pods) == 1 and source.memory_used_bytes is not None:
         memory = {pods[0].key: source.memory_used_bytes}  # exclusive device, no per-process numbers
     if mig is not None:
         # GPM gives SM activity per compute instance only: every pod on it gets the instance's number.
         sm = {ref.key: mig.sm_util for ref in pods} if mig.sm_util is not None else {}
     else:
-        sm = _sum_by_pod(processes, owners, "sm_util")
+        sm = _by_pod(users, "sm_util")
         whole = gpu.sm_util if gpu.sm_util is not None else gpu.gpu_util
         if not sm and len(pods) == 1 and whole is not None:
             sm = {pods[0].key: whole}
@@ -124,8 +132,7 @@ def _device(
         # An instance nobody was given but that computes (a host process, a pod the cache does not know yet).
         unattributed = mig.sm_util if not pods else None
     else:
-        unowned = [p.sm_util for p in processes if p.pid not in owners and p.sm_util is not None]
-        unattributed = sum(unowned) if unowned else None
+        unattributed = next((user.sm_util for user in users if user.ref is None), None)
     return Device(
         uuid=uuid,
         gpu=gpu,
@@ -138,7 +145,7 @@ def _device(
         memory_reserved=source.memory_reserved_bytes,
         pod_memory=memory,
         pod_sm=sm,
-        pod_dram=_sum_by_pod(processes, owners, "memory_util") if mig is None else {},
+        pod_dram=_by_pod(users, "memory_util") if mig is None else {},
         unattributed_sm=unattributed,
     )
 
@@ -146,17 +153,18 @@ def _device(
 def devices_of(sample: NodeSample, attribution: Attribution) -> list[Device]:
     """Every MIG instance and every non-MIG GPU of the sample; lost GPUs have no devices (Xid scoping falls back
     to the kubelet's assignments for them)."""
+    usage = attribution.usage(sample)
     devices: list[Device] = []
     for gpu in sample.gpus:
         if gpu.lost:
             continue
         if gpu.mig_enabled:
             for mig in gpu.instances:
-                devices.append(
-                    _device(uuid=mig.uuid, gpu=gpu, mig=mig, processes=mig.processes, attribution=attribution)
-                )
+                devices.append(_device(uuid=mig.uuid, gpu=gpu, mig=mig, processes=mig.processes,
+                                       users=usage.get(mig.uuid, ()), attribution=attribution))
         else:
-            devices.append(_device(uuid=gpu.uuid, gpu=gpu, mig=None, processes=gpu.processes, attribution=attribution))
+            devices.append(_device(uuid=gpu.uuid, gpu=gpu, mig=None, processes=gpu.processes,
+                                   users=usage.get(gpu.uuid, ()), attribution=attribution))
     return devices
 
 

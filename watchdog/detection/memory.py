@@ -1,15 +1,16 @@
 """Memory pressure on a device several pods share (a time-sliced/MPS GPU or a MIG instance).
 
-Pure (no I/O). GPU memory is not overcommittable: when a shared device runs out, the next allocation of *any* pod
-on it fails, usually the one that did nothing wrong. So pressure is judged on the device's free memory
-(total − used − reserved, NVML v2 memory info, reference nvml.md §2), entered below a threshold, left only above
-threshold + a band (koordlet's memory eviction uses the same band idea: thr and thr−2, reference peers.md), and
-only reported after it held `for_ticks` ticks. The pods are ranked for relief the way the kubelet ranks pods
-under node memory pressure (usage above request first, then lower priority, then usage above request;
-kubernetes/website node-pressure-eviction.md). The pod that grew is named only when its growth is a real part of
-the deficit and it is above its request; a small allocation within a request does not make a pod the cause of a
-neighbour sitting gigabytes above its own. A device that cannot be read keeps its finding open, marked unobserved
-(`observed=False`, `last_tick` = the last reading), so nothing acts on a pressure nobody can see any more.
+Pure (no I/O). GPU memory is not overcommittable: when a shared device runs out, the next allocation of *any* pod on
+it fails, usually the one that did nothing wrong. So pressure is judged on the device's free memory (total − used −
+reserved, NVML v2 memory info, nvml.h nvmlMemory_v2_t), entered below a threshold, left only above threshold + a band
+(koordlet's memory eviction uses the same band idea: thr and thr−2, koordinator
+pkg/koordlet/qosmanager/plugins/memoryevict/memory_evict.go), and only reported after it held `for_ticks` ticks. The
+pods are ranked for relief the way the kubelet ranks pods under node memory pressure (usage above request first, then
+lower priority, then usage above request; kubernetes/website node-pressure-eviction.md). The pod that grew is named
+only when its growth is a real part of the deficit and it is above its request; a small allocation within a request
+does not make a pod the cause of a neighbour sitting gigabytes above its own. A device that cannot be read keeps its
+finding open, marked unobserved (`observed=False`, `last_tick` = the last reading), so nothing acts on a pressure
+nobody can see any more.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Per-tenant quota breaches on this node, found by observation rather than by intercepting allocations.
 
-Pure (no I/O). HAMi caps GPU memory with an LD_PRELOAD shim and its users report false OOMs (reference peers.md);
+Pure (no I/O). HAMi (Project-HAMi/HAMi) caps GPU memory with an LD_PRELOAD shim and its users report false OOMs;
 we only watch what NVML reports and let a breach that *persists* (for_ticks) become a finding, with `needed` = the
 excess so the action stage can free exactly that. Limits: GPU memory summed over a tenant's pods, DRAM time share
 on each time-sliced GPU (Σ per-process memory util; MIG isolates DRAM so it is not checked there), and MIG

@@ -5,11 +5,12 @@ Pure (no I/O). Every signal is oriented so that *higher is worse* and is 0–1 f
 * power domain (whole GPU, also under MIG): SM clock loss ``1 − sm_clock/max`` weighted by the pod's own SM
   activity. A pod that does nothing loses nothing when clocks drop, and a pod whose own load falls sees its signal
   fall with it. The domain is contended only while a power/thermal reason bit is set
-  (nvmlClocksEventReason*, reference nvml.md §5); GpuIdle does not count.
+  (nvmlClocksEventReason*, nvml.h); GpuIdle does not count.
 * timeslice (non-MIG GPU, several pods): the SM share the pod did *not* get, ``1 − Σ smUtil of its processes``
-  (nvmlDeviceGetProcessUtilization; not available under MIG, nvml.md §6). Contended while the GPU is saturated.
+  (nvmlDeviceGetProcessUtilization; not available under MIG, per nvml.h). Contended while the GPU is saturated.
 * gi (GPU instance with several compute instances): ``1 − SM activity`` of the pod's compute instance (GPM is
-  per CI for SM, per GI for DRAM, nvml.md §3b). Contended while the GI's DRAM bandwidth is saturated.
+  per CI for SM, per GI for DRAM, as DCGM's DcgmGpmManager samples it). Contended while the GI's DRAM bandwidth
+  is saturated.
 
 A share-based signal cannot tell "the neighbour took it" from "I asked for less": a work-conserving scheduler
 hands the time a pod stops asking for to whoever does, so the GPU stays saturated either way. What it can tell is

@@ -1,9 +1,10 @@
 """Xid faults: what each one means for the pods on that GPU (or GPU instance), and for how long to say so.
 
 Pure (no I/O). An Xid is an event, not a level, so a finding about one stays open `hold_seconds` after its last
-occurrence and counts repeats (dcgm-exporter's "last value" gauge that never resets is the complaint we avoid,
-reference peers.md). The class comes from the driver's own verdict when the event carries one (NVML field 230 /
-GpuRecoveryAction event, reference nvml.md §4), in both directions: a recovery action means reset, NONE means the
+occurrence and counts repeats (dcgm-exporter's "last value" gauge that never resets is the complaint we avoid:
+DCGM_FI_DEV_XID_ERRORS in its etc/default-counters.csv). The class comes from the driver's own verdict when the
+event carries one (nvml.h: field NVML_FI_DEV_GET_GPU_RECOVERY_ACTION, 230, and the nvmlEventTypeGpuRecoveryAction
+event), in both directions: a recovery action means reset, NONE means the
 GPU keeps serving whatever our lists say; without a verdict the policy's lists decide. Scope: NVML events carry the
 GPU and compute instance when the fault is attributable, so on MIG only the pods of that instance are named (the
 k8s-device-plugin marks only the matching MIG device in that case, internal/rm/health.go); otherwise every pod of
@@ -21,7 +22,7 @@ from watchdog.config.detection import XidDetectionPolicy
 from watchdog.detection.domains import Device
 from watchdog.model import Attribution, Finding, FindingKind, NodeSample, PodRef, Severity, XidEvent
 
-# nvmlEventType* bits (nvml.h; reference nvml.md §4).
+# nvmlEventType* bits (nvml.h).
 EVENT_SINGLE_BIT_ECC = 0x1
 EVENT_DOUBLE_BIT_ECC = 0x2
 EVENT_XID = 0x8
@@ -31,7 +32,7 @@ EVENT_FATAL_POISON = 0x2000
 EVENT_GPU_UNAVAILABLE = 0x4000
 EVENT_RECOVERY_ACTION = 0x8000
 
-# NVML_GPU_RECOVERY_ACTION_* (nvml.h API v13; reference nvml.md §4).
+# NVML_GPU_RECOVERY_ACTION_* (nvml.h API v13, nvmlDeviceGpuRecoveryAction_t).
 RECOVERY_ACTIONS = {0: "none", 1: "gpu_reset", 2: "node_reboot", 3: "drain_p2p", 4: "drain_and_reset"}
 
 

@@ -22,7 +22,7 @@ from watchdog.evaluation.report import ReportBuilder
 from watchdog.evaluation.scenario_run import run_scenario
 from watchdog.evaluation.truth import Truth, parse_truth
 from watchdog.model import Severity
-from watchdog.simulation import Scenario, SimClock, SimulatedGpuNode, load_scenario
+from watchdog.testbed import Scenario, SimClock, SimulatedGpuNode, load_scenario
 
 
 def hysteresis_ticks(detection: DetectionPolicy) -> dict[str, int]:

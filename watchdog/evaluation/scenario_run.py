@@ -17,10 +17,11 @@ from typing import Any, Iterator, Mapping
 from watchdog.attribution.join import attribute
 from watchdog.config import Policy
 from watchdog.evaluation.stages import OfflineAgent, StepResult
-from watchdog.model import NOT_ATTRIBUTABLE, Attribution, ContainerInfo, DeviceAssignment, NodeSample, PodInfo, XidEvent
+from watchdog.model import (NOT_ATTRIBUTABLE, Attribution, ContainerInfo, DeviceAssignment, NodeSample, PodIndex,
+                            PodInfo, XidEvent)
 from watchdog.sampling.sampler import NvmlSampler
-from watchdog.simulation import Scenario, SimClock, SimulatedGpuNode, load_scenario
-from watchdog.simulation.scenario import PodSpec, format_uuid, stable_digest
+from watchdog.testbed import Scenario, SimClock, SimulatedGpuNode, load_scenario
+from watchdog.testbed.scenario import PodSpec, stable_digest
 
 # nvml.h: nvmlEventTypeXidCriticalError | DoubleBitEcc | SingleBitEcc, as the device plugin registers them.
 _EVENT_MASK = 0x8 | 0x2 | 0x1
@@ -119,6 +120,7 @@ def simulate(scenario: Scenario | str, *, tenant_label: str | None = None) -> It
     sampler.open()
     events = _EventDrain(node.nvml, sampler.gpu_handles())
     infos: Mapping[str, PodInfo] = {pod.uid or "": pod_info(pod, scenario) for pod in scenario.pods}
+    index = PodIndex(tenant_label=tenant_label)  # rebuilt when the running pods change, as the agent's cache does
     try:
         for tick in range(scenario.duration_ticks):
             node.promote_scheduled_errors()
@@ -128,10 +130,12 @@ def simulate(scenario: Scenario | str, *, tenant_label: str | None = None) -> It
                 sample = NodeSample(node=sample.node, tick=sample.tick, timestamp=sample.timestamp, gpus=sample.gpus,
                                     xids=xids, driver_version=sample.driver_version)
             running = {pod.uid: infos[pod.uid or ""] for pod in scenario.pods if pod.running(tick)}
+            if running.keys() != index.pods.keys():
+                index = PodIndex(running, tenant_label=tenant_label)
             by_uid = {pod.uid: pod for pod in scenario.pods}
             proc = {row.pid: (row.pod_uid, container_id(by_uid[row.pod_uid])) for row in node.processes()}
-            attribution = attribute(sample, assignments=_assignments(node), pods=MappingProxyType(running),
-                                    proc=proc, kubelet_ok=True, api_ok=True, tenant_label=tenant_label)
+            attribution = attribute(sample, assignments=_assignments(node), index=index,
+                                    proc=proc, kubelet_ok=True, api_ok=True)
             yield sample, attribution
             clock.advance(scenario.tick_seconds)
     finally:

@@ -46,13 +46,15 @@ class OfflineAgent:
         self.policy = policy
         self.action_policy = effective_policy(policy.action, own_namespace=own_namespace, tenant_label=tenant_label)
         self.mode = self.action_policy.mode
-        self._detector = Detector(policy.detection, tenant_label=self.action_policy.tenant_label)
+        self._detector = Detector(policy.detection)
         self._pacer = Pacer(self.action_policy)
 
     def step(
         self, sample: NodeSample, attribution: Attribution, external_signals: Mapping[str, float] | None = None
     ) -> StepResult:
         now = sample.timestamp
+        # A trace does not record the tenant label: count tenants under the one this run applies, as the agent would.
+        attribution = attribution.with_tenant_label(self.action_policy.tenant_label)
         findings = tuple(self._detector.step(sample, attribution, external_signals=external_signals))
         paced = plan(findings, attribution, self.action_policy, now, pacer=self._pacer)
         final: list[Decision] = []

@@ -7,8 +7,8 @@ rest of the project never imports ``kubernetes``; it receives a ``KubeApi``.
 
 ``request_json`` exists for writes whose wire format the generated models get wrong: they serialise datetimes with
 ``isoformat()``, which drops the fraction when microsecond == 0, but MicroTime fields (Lease acquireTime/renewTime,
-eventTime) must carry exactly six fraction digits or the API server refuses the object (reference §1 pitfalls;
-apimachinery/pkg/apis/meta/v1/micro_time.go).
+eventTime) must carry exactly six fraction digits or the API server refuses the object
+(apimachinery/pkg/apis/meta/v1/micro_time.go, RFC3339Micro).
 """
 
 from __future__ import annotations

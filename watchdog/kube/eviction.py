@@ -2,7 +2,7 @@
 the pod listing the controller decides on.
 
 An eviction goes through the API server's eviction subresource (never a plain DELETE) so PodDisruptionBudgets hold.
-Its answers are mapped onto exactly one EvictionResult each (reference §1, pkg/registry/core/pod/storage/eviction.go):
+Its answers are mapped onto exactly one EvictionResult each (kubernetes pkg/registry/core/pod/storage/eviction.go):
 - 2xx with a Success Status → EVICTED (DRY_RUN when ``dryRun=All``); any 2xx is accepted, the docs say 200, the
   server sends 201.
 - 2xx with a Failure Status → BLOCKED (and a 500 naming several PDBs, as the docs describe it). Several PDBs
@@ -107,7 +107,7 @@ def classify_eviction(status: int, body: dict, *, dry_run: bool, headers: object
         text = "; ".join([message, *texts]) if texts else message
         retry_after = _retry_after(headers, body)
         # eviction.go attaches a StatusCause of type policyv1.DisruptionBudgetCause (JSON "reason") to its PDB
-        # refusals (kubernetes-and-friends.md §1); APF's 429 carries no cause.
+        # refusals (checkAndDecrement); APF's 429 carries no cause.
         if any(c.get("reason") == DISRUPTION_BUDGET_CAUSE for c in causes):
             return EvictionReply(EvictionResult.BLOCKED_PDB, status, text, retry_after)
         return EvictionReply(EvictionResult.RATE_LIMITED, status, f"throttled by the API server: {text or 'HTTP 429'}",

@@ -2,7 +2,8 @@
 current through list + watch.
 
 Attribution must not call the API on the sampling path, so the agent keeps a cache fed by one watch of its node's
-pods (``fieldSelector=spec.nodeName=<node>``, the RBAC-friendly query; reference §1). The watcher follows the
+pods (``fieldSelector=spec.nodeName=<node>``, the RBAC-friendly query; spec.nodeName is a selectable pod field,
+kubernetes pkg/registry/core/pod/strategy.go). The watcher follows the
 reflector contract of client-go (tools/cache/reflector.go ListAndWatch):
 - list, then watch from the list's resourceVersion with ``allowWatchBookmarks=true``;
 - remember the resourceVersion of every event, BOOKMARKs included, so a reconnect resumes where it stopped;

@@ -9,13 +9,23 @@ units throughout: bytes, seconds, watts, ratios 0–1. Clocks are the one except
 One module per stage's output; import from here.
 """
 
-from watchdog.model.actions import ActionOutcome, Decision, EvictionRequest, EvictionResult, Mode
-from watchdog.model.findings import Finding, FindingKind, Severity
-from watchdog.model.pods import MIRROR_ANNOTATION, Attribution, ContainerInfo, DeviceAssignment, PodInfo, PodRef
+from watchdog.model.actions import (ActionOutcome, ActionRecord, ActionReport, Decision, EvictionRequest,
+                                    EvictionResult, Mode)
+from watchdog.model.findings import Change, Finding, FindingChange, FindingKind, Severity, finding_changes, material
+from watchdog.model.pods import (MIRROR_ANNOTATION, Attribution, ContainerInfo, DeviceAssignment, PodIndex, PodInfo,
+                                 PodRef)
 from watchdog.model.samples import EMPTY, NOT_ATTRIBUTABLE, GpuSample, MigSample, NodeSample, ProcessSample, XidEvent
-from watchdog.model.tick import Snapshot, StageStatus, XidKey
+from watchdog.model.usage import DeviceUsage, PodUsage
+from watchdog.model.tick import Snapshot, StageStatus, TickResult, XidKey
 
 __all__ = [
+    "material",
+    "finding_changes",
+    "TickResult",
+    "FindingChange",
+    "Change",
+    "ActionReport",
+    "ActionRecord",
     "EMPTY",
     "MIRROR_ANNOTATION",
     "NOT_ATTRIBUTABLE",
@@ -24,6 +34,7 @@ __all__ = [
     "ContainerInfo",
     "Decision",
     "DeviceAssignment",
+    "DeviceUsage",
     "EvictionRequest",
     "EvictionResult",
     "Finding",
@@ -32,8 +43,10 @@ __all__ = [
     "MigSample",
     "Mode",
     "NodeSample",
+    "PodIndex",
     "PodInfo",
     "PodRef",
+    "PodUsage",
     "ProcessSample",
     "Severity",
     "Snapshot",

@@ -77,3 +77,29 @@ class ActionOutcome:
     timestamp: float
     detail: str = ""
     http_status: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ActionRecord:
+    """One result the action stage counted this tick (one increment of gpu_watchdog_evictions_total), with the pod
+    and finding it was about. Standing refusals repeated tick after tick are counted once, and so appear once."""
+
+    result: EvictionResult
+    reason: str  # the finding kind, or "alert"
+    namespace: str
+    pod: str  # "" when the decision named no pod (no candidate)
+    finding_key: str
+    finding_kind: FindingKind
+    mode: Mode
+    timestamp: float
+    detail: str = ""
+    uid: str = ""
+    http_status: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ActionReport:
+    """What one action cycle did: the outcomes of the requests it handled and every result it counted."""
+
+    outcomes: tuple[ActionOutcome, ...] = ()
+    counted: tuple[ActionRecord, ...] = ()

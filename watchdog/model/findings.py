@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Mapping
+from typing import Iterable, Literal, Mapping, NamedTuple
 
 from watchdog.model.pods import PodRef
 from watchdog.model.samples import EMPTY
+
+Change = Literal["new", "updated", "resolved"]
 
 
 class FindingKind(StrEnum):
@@ -53,3 +55,44 @@ class Finding:
     @property
     def ticks(self) -> int:
         return self.last_tick - self.first_tick + 1
+
+
+class FindingChange(NamedTuple):
+    """A finding that opened, changed materially or resolved between two ticks (compares equal to the plain
+    ``(change, finding)`` pair)."""
+
+    change: Change
+    finding: Finding
+
+
+def material(finding: Finding) -> tuple:
+    """What makes a finding different enough to tell anyone again: its severity, where it is, who suffers and who
+    causes it, and which episode it is. Evidence numbers move every tick and do not count; they are on /metrics."""
+    return (
+        finding.severity,
+        finding.domain,
+        finding.resource,
+        finding.culprit,
+        tuple(sorted(finding.victims, key=lambda ref: (ref.namespace, ref.name, ref.uid, ref.container or ""))),
+        finding.tenant,
+        finding.first_tick,
+    )
+
+
+def finding_changes(previous: Iterable[Finding], current: Iterable[Finding]) -> tuple[FindingChange, ...]:
+    """The one rule for "what changed": new and updated in ``current``'s order, then resolved in ``previous``'s.
+
+    A finding is the same finding while its (kind, key) stays; it is updated when :func:`material` differs. The
+    logs, the MQTT stream and anything else that reports changes read these, never a rule of their own.
+    """
+    before = {(finding.kind, finding.key): finding for finding in previous}
+    after = {(finding.kind, finding.key): finding for finding in current}
+    result: list[FindingChange] = []
+    for identity, finding in after.items():
+        old = before.get(identity)
+        if old is None:
+            result.append(FindingChange("new", finding))
+        elif material(old) != material(finding):
+            result.append(FindingChange("updated", finding))
+    result.extend(FindingChange("resolved", finding) for identity, finding in before.items() if identity not in after)
+    return tuple(result)

@@ -3,10 +3,12 @@ attribution."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Iterable, Mapping
 
-from watchdog.model.samples import EMPTY
+from watchdog.model.samples import EMPTY, NodeSample
+from watchdog.model.usage import DeviceUsage, device_usage
 
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 """Set by the kubelet on the API mirror of a static pod (pkg/kubelet/types): such a pod cannot be evicted."""
@@ -85,28 +87,126 @@ class DeviceAssignment:
 
 
 @dataclass(frozen=True, slots=True)
+class PodIndex:
+    """The node's pods as one tick looks them up: built once per pod-cache change, frozen, shared by every stage.
+
+    Three ways in, because three sources name a pod differently: the API and the findings by UID, the kubelet by
+    namespace/name, and a static pod's cgroup by the kubelet's config hash (MIRROR_ANNOTATION) rather than its
+    mirror's API UID. The tenant rule comes with it, for the tenant label the index was built for, so every stage
+    counts tenants the same way. Build one with ``PodIndex(pods_by_uid)`` or ``PodIndex.of(pods)``.
+    """
+
+    pods: Mapping[str, PodInfo] = field(default_factory=lambda: EMPTY)  # by API UID, read-only
+    tenant_label: str | None = None
+    _by_name: Mapping[tuple[str, str], PodInfo] = field(init=False, repr=False, compare=False)
+    _by_config_hash: Mapping[str, PodInfo] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        label = self.tenant_label
+        if label is not None and not (isinstance(label, str) and label):
+            raise ValueError(f"tenant_label must be a non-empty label key or None, got {label!r}")
+        pods = MappingProxyType(dict(self.pods)) if self.pods else EMPTY
+        by_name: dict[tuple[str, str], PodInfo] = {}
+        by_config_hash: dict[str, PodInfo] = {}
+        for pod in pods.values():
+            key = (pod.namespace, pod.name)
+            current = by_name.get(key)
+            # A recreated pod (StatefulSet) briefly shares its name with its terminating predecessor: the live wins.
+            if current is None or (pod.live and not current.live):
+                by_name[key] = pod
+            config_hash = pod.annotations.get(MIRROR_ANNOTATION)
+            if config_hash:
+                by_config_hash[config_hash] = pod
+        object.__setattr__(self, "pods", pods)
+        object.__setattr__(self, "_by_name", by_name)
+        object.__setattr__(self, "_by_config_hash", by_config_hash)
+
+    @classmethod
+    def of(cls, pods: Iterable[PodInfo] | Mapping[str, PodInfo], *, tenant_label: str | None = None) -> PodIndex:
+        """From pods in any order (a mapping's values are taken); a later pod with the same UID replaces an earlier
+        one."""
+        if isinstance(pods, Mapping):
+            pods = pods.values()
+        return cls({pod.uid: pod for pod in pods}, tenant_label=tenant_label)
+
+    def __len__(self) -> int:
+        return len(self.pods)
+
+    def by_uid(self, uid: str) -> PodInfo | None:
+        """By API UID only."""
+        return self.pods.get(uid)
+
+    def by_cgroup_uid(self, uid: str) -> PodInfo | None:
+        """By the UID a cgroup path carries: the API UID, or for a static pod the kubelet's config hash."""
+        found = self.pods.get(uid)
+        return found if found is not None else self._by_config_hash.get(uid)
+
+    def by_name(self, namespace: str, name: str) -> PodInfo | None:
+        """The pod called ``namespace/name``, a live one before a terminating or finished one of the same name."""
+        return self._by_name.get((namespace, name))
+
+    def pod(self, ref: PodRef) -> PodInfo | None:
+        """The pod a ref names: by UID when the ref has one (a UID not in the index is None, never a same-name
+        replacement), else by namespace/name."""
+        if ref.uid:
+            return self.pods.get(ref.uid)
+        return self._by_name.get((ref.namespace, ref.name))
+
+    def tenant(self, pod: PodInfo) -> str:
+        """The pod's tenant under this index's tenant label (``PodInfo.tenant``)."""
+        return pod.tenant(self.tenant_label)
+
+    def tenant_of(self, ref: PodRef) -> str:
+        """The tenant of the pod a ref names; its namespace when the index does not know the pod (a pod the
+        kubelet named while the API was unreadable)."""
+        pod = self.pod(ref)
+        return pod.tenant(self.tenant_label) if pod is not None else ref.namespace
+
+    def with_tenant_label(self, tenant_label: str | None) -> PodIndex:
+        """The same pods under another tenant label (a policy reload changed it); ``self`` when it is the same."""
+        return self if tenant_label == self.tenant_label else replace(self, tenant_label=tenant_label)
+
+
+@dataclass(frozen=True, slots=True)
 class Attribution:
     """Who owns what on this node at one tick.
 
     ``devices`` maps a GPU or MIG UUID to the live pods the kubelet assigned it to (several on a time-sliced/MPS
-    GPU). ``processes`` maps a PID seen by NVML to its pod (from /proc/<pid>/cgroup). ``pods`` is the pod cache by
-    UID. ``healthy`` is False when the kubelet or the API could not be read this tick: downstream stages must then
-    not act on absences (no pod → not "unauthorized").
+    GPU). ``processes`` maps a PID seen by NVML to its pod (from /proc/<pid>/cgroup). ``index`` is the pod cache as
+    this tick saw it, with the tenant rule; ``pods`` is its UID map. ``healthy`` is False when the kubelet or the
+    API could not be read this tick: downstream stages must then not act on absences (no pod → not
+    "unauthorized").
     """
 
     devices: Mapping[str, tuple[PodRef, ...]] = field(default_factory=lambda: EMPTY)
     processes: Mapping[int, PodRef] = field(default_factory=lambda: EMPTY)
-    pods: Mapping[str, PodInfo] = field(default_factory=lambda: EMPTY)
+    index: PodIndex = field(default_factory=PodIndex)
     healthy: bool = True
     kubelet_ok: bool = True
     api_ok: bool = True
+    _usage: tuple[NodeSample, DeviceUsage] | None = field(default=None, init=False, repr=False, compare=False)
+
+    @property
+    def pods(self) -> Mapping[str, PodInfo]:
+        """The pods by API UID (``index.pods``)."""
+        return self.index.pods
 
     def pod(self, ref: PodRef) -> PodInfo | None:
-        """The cached pod a ref names: by UID when the ref has one (a UID not in the cache is None, never a
-        same-name replacement), else by namespace/name."""
-        if ref.uid:
-            return self.pods.get(ref.uid)
-        for info in self.pods.values():
-            if info.namespace == ref.namespace and info.name == ref.name:
-                return info
-        return None
+        """The cached pod a ref names (``PodIndex.pod``)."""
+        return self.index.pod(ref)
+
+    def usage(self, sample: NodeSample) -> DeviceUsage:
+        """Each device's use per (pod, container) in ``sample``, by this attribution's ``processes``
+        (model.usage). Summed on the first read and kept, so detection and every scrape of the tick read one sum;
+        another sample (a test reusing an attribution) is summed afresh."""
+        cached = self._usage
+        if cached is None or cached[0] is not sample:
+            cached = (sample, device_usage(sample, self.processes))
+            object.__setattr__(self, "_usage", cached)
+        return cached[1]
+
+    def with_tenant_label(self, tenant_label: str | None) -> Attribution:
+        """The same attribution with its index under another tenant label; ``self`` when it is the same."""
+        if tenant_label == self.index.tenant_label:
+            return self
+        return replace(self, index=self.index.with_tenant_label(tenant_label))

@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from watchdog.model.actions import Mode
-from watchdog.model.findings import Finding
+from watchdog.model.actions import ActionReport, Mode
+from watchdog.model.findings import Finding, FindingChange
 from watchdog.model.pods import Attribution
-from watchdog.model.samples import EMPTY, NodeSample
+from watchdog.model.samples import EMPTY, NodeSample, XidEvent
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,3 +43,32 @@ class Snapshot:
     policy_reloads: Mapping[str, int] = field(default_factory=lambda: EMPTY)  # ("success"|"failure") → n
     mqtt: Mapping[str, int] | None = None  # published, dropped, connect_failures, connected; None when off
     kill_switch_known: bool = True  # False until the kill switch was read, or when its last read is stale
+
+
+@dataclass(frozen=True, slots=True)
+class TickResult:
+    """Everything one cycle produced, carried forward as values.
+
+    Whoever reports on a tick — the MQTT stream, the trace recorder, the logs — reads this, never a diff of two
+    snapshots' counters: a counter that went up cannot say which pod was evicted or which compute instance an Xid
+    hit. ``snapshot`` is the state a scrape renders after this tick.
+    """
+
+    tick: int
+    snapshot: Snapshot
+    changes: tuple[FindingChange, ...] = ()  # findings opened, materially changed or resolved this tick
+    actions: ActionReport = ActionReport()
+    xids: tuple[XidEvent, ...] = ()  # events received since the previous tick (Xid, ECC, MIG change)
+    signals: Mapping[str, float] | None = None  # the tenants' victim signals detection was given, if any
+
+    @property
+    def sample(self) -> NodeSample | None:
+        return self.snapshot.sample
+
+    @property
+    def attribution(self) -> Attribution | None:
+        return self.snapshot.attribution
+
+    @property
+    def findings(self) -> tuple[Finding, ...]:
+        return self.snapshot.findings

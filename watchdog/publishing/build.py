@@ -5,10 +5,11 @@ kubelet, no API server). dcgm-exporter mapped pods on the scrape path and paid f
 MIG nodes (NVIDIA/dcgm-exporter#599); here attribution happened in the cycle, a scrape only formats it. The
 hardware series live in device_series; the series about the agent and its conclusions are here.
 
-Xids are exported as a counter plus a last-seen timestamp per (GPU, GPU instance, Xid), never as a
-"last value" gauge: dcgm-exporter's DCGM_FI_DEV_XID_ERRORS gauge keeps the last code forever and hides repeats
-(peers.md, users' complaint 6), whereas `increase(gpu_watchdog_xid_errors_total[10m])` shows every one. Per-stage
-duration/success follows node_exporter's scrape_collector_duration_seconds/scrape_collector_success pattern.
+Xids are exported as a counter plus a last-seen timestamp per (GPU, GPU instance, Xid), never as a "last value" gauge:
+dcgm-exporter's DCGM_FI_DEV_XID_ERRORS gauge keeps the last code forever and hides repeats (its
+etc/default-counters.csv: "Value of the last XID error encountered"), whereas
+`increase(gpu_watchdog_xid_errors_total[10m])` shows every one. Per-stage duration/success follows node_exporter's
+scrape_collector_duration_seconds/scrape_collector_success pattern.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ def build_families(snapshot: Snapshot) -> list[Family]:
     if not isinstance(snapshot, Snapshot):
         raise TypeError(f"expected a watchdog.model.Snapshot, got {type(snapshot).__name__}")
     book = FamilyBook(with_tenant=with_tenant(snapshot))
-    owners = Owners(snapshot.attribution, snapshot.tenant_label)
+    owners = Owners(snapshot.attribution, with_tenant=book.with_tenant)
     if snapshot.sample is not None:
         add_device_series(book, sample=snapshot.sample, owners=owners)
     add_agent_series(book, snapshot=snapshot, owners=owners)
@@ -105,5 +106,5 @@ def _add_pods(book: FamilyBook, *, node: str, owners: Owners) -> None:
     for info in owners.pods:
         labels = (node, info.namespace, info.name, info.uid, info.priority_class, info.qos_class, str(info.priority))
         if book.with_tenant:
-            labels = labels + (owners.tenant_of_info(info),)
+            labels = labels + (owners.index.tenant(info),)
         family.add(labels, 1)

@@ -1,7 +1,7 @@
 """Series about the hardware: whole GPUs, MIG instances, and each pod's own share of a shared GPU.
 
-Two user complaints against dcgm-exporter shape this module (see /work/shared/reference/peers.md): on
-time-sliced/MPS GPUs every pod got a *copy* of the device's values, and MIG instances lacked memory series. Here a
+Two user complaints against dcgm-exporter shape this module: on time-sliced/MPS GPUs every pod got a *copy* of the
+device's values, and MIG instances lacked memory series (dcgm-exporter issues #380 and #512, H100 MIG). Here a
 pod's series on a shared GPU are summed from that pod's own processes (NVML per-process memory and
 nvmlDeviceGetProcessUtilization), and every MIG instance has its own memory and GPM series. ``None`` in a
 sample means NVML could not tell, so the series is left out rather than written as 0.
@@ -12,13 +12,13 @@ from __future__ import annotations
 from operator import attrgetter
 from typing import Callable
 
-from watchdog.model import GpuSample, NodeSample, ProcessSample
+from watchdog.model import GpuSample, NodeSample, PodUsage
 from watchdog.publishing import catalogue as c
 from watchdog.publishing.series import FamilyBook, Owners, Sample
 
 MHZ_TO_HERTZ = 1e6
 
-# nvmlClocksEventReason* bits (nvml.h; /work/shared/reference/nvml.md §5). The raw mask is exported as well, so
+# nvmlClocksEventReason* bits (nvml.h, nvmlClocksEventReason* defines). The raw mask is exported as well, so
 # bits not named here (BoardLimit, Reliability on older drivers) stay visible.
 CLOCK_EVENT_REASONS: tuple[tuple[str, int], ...] = (
     ("gpu_idle", 0x1),
@@ -63,7 +63,7 @@ _MIG_VALUES: tuple[tuple[c.FamilySpec, str], ...] = (
 # One attrgetter per table reads every attribute of a sample in a single C call.
 _GPU_READ = attrgetter(*(attribute for _, attribute, _ in _GPU_VALUES))
 _MIG_READ = attrgetter(*(attribute for _, attribute in _MIG_VALUES))
-_PROCESS_READ = attrgetter("used_memory_bytes", "sm_util", "memory_util")
+_USAGE_READ = attrgetter("memory_bytes", "sm_util", "memory_util")
 
 Append = Callable[[Sample], None]
 
@@ -78,6 +78,7 @@ def add_device_series(book: FamilyBook, *, sample: NodeSample, owners: Owners) -
     mig_processes = book[c.MIG_PROCESSES].samples.append
     share_appends = tuple(book[spec].samples.append for spec in (c.POD_MEMORY_USED, c.POD_SM_UTIL, c.POD_MEMORY_UTIL))
     node = sample.node
+    usage = owners.usage(sample)
     for gpu in sample.gpus:
         base = (node, str(gpu.index), gpu.uuid)
         _add_gpu(book, gpu=gpu, base=base, appends=gpu_appends)
@@ -90,8 +91,9 @@ def add_device_series(book: FamilyBook, *, sample: NodeSample, owners: Owners) -
                 if value is not None:
                     append((labels, value, None))
             mig_processes((labels, len(mig.processes), None))
-            _add_pod_shares(base=base + (mig.uuid,), processes=mig.processes, owners=owners, appends=share_appends)
-        _add_pod_shares(base=base + ("",), processes=gpu.processes, owners=owners, appends=share_appends)
+            _add_pod_shares(base=base + (mig.uuid,), users=usage.get(mig.uuid, ()), owners=owners,
+                            appends=share_appends)
+        _add_pod_shares(base=base + ("",), users=usage.get(gpu.uuid, ()), owners=owners, appends=share_appends)
 
 
 def _add_gpu(book: FamilyBook, *, gpu: GpuSample, base: tuple[str, ...], appends: tuple[Append, ...]) -> None:
@@ -112,31 +114,12 @@ def _add_gpu(book: FamilyBook, *, gpu: GpuSample, base: tuple[str, ...], appends
 
 
 def _add_pod_shares(
-    *, base: tuple[str, ...], processes: tuple[ProcessSample, ...], owners: Owners, appends: tuple[Append, ...]
+    *, base: tuple[str, ...], users: tuple[PodUsage, ...], owners: Owners, appends: tuple[Append, ...]
 ) -> None:
-    """One series per (device, pod, container), summed over that pod's processes only."""
-    if not processes:
-        return
-    if len(processes) == 1:
-        # The common MIG case (one process per instance): the sums are that process's own values.
-        process = processes[0]
-        labels = base + owners.pod_labels(owners.process_owner(process.pid))
-        for append, value in zip(appends, _PROCESS_READ(process)):
-            if value is not None:
-                append((labels, value, None))
-        return
-    totals: dict[tuple[str, ...], list[float | None]] = {}
-    for process in processes:
-        labels = owners.pod_labels(owners.process_owner(process.pid))
-        sums = totals.get(labels)
-        if sums is None:
-            sums = totals[labels] = [None, None, None]
-        for slot, value in enumerate(_PROCESS_READ(process)):
-            if value is not None:
-                current = sums[slot]
-                sums[slot] = value if current is None else current + value
-    for pod_labels, values in totals.items():
-        labels = base + pod_labels
-        for append, value in zip(appends, values):
+    """One series per (device, pod, container): the sums attribution made of that pod's own processes, the same
+    numbers detection judged. Only measured values: a pod with no per-process numbers gets no series."""
+    for user in users:
+        labels = base + owners.pod_labels(user.ref)
+        for append, value in zip(appends, _USAGE_READ(user)):
             if value is not None:
                 append((labels, value, None))

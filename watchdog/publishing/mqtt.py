@@ -23,8 +23,8 @@ from typing import Any, Awaitable, Callable
 import aiomqtt
 
 from watchdog.config.mqtt import MqttSettings
-from watchdog.model import Snapshot
-from watchdog.publishing.mqtt_events import events_for, offline_payload, status_payload, topic_segment
+from watchdog.model import Snapshot, TickResult
+from watchdog.publishing.mqtt_events import events_for, offline_payload, topic_segment
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +53,9 @@ def backoff_delay(attempt: int, *, settings: MqttSettings, rng: random.Random) -
 
 
 class MqttPublisher:
-    """Publishes what ``offer`` hands it; ``run`` is the agent (a no-op when the stream is disabled)."""
+    """Publishes each tick's events (``tick_done``, a TickSink); ``run`` is the agent (a no-op when disabled)."""
+
+    stage = "mqtt"
 
     def __init__(
         self,
@@ -74,6 +76,7 @@ class MqttPublisher:
         self._unsent: Message | None = None  # taken from the queue but not acknowledged: sent first after reconnect
         self._unsent_tries = 0
         self._status: dict[str, Any] | None = None  # latest full status, republished on every connect
+        self._previous: Snapshot | None = None  # the last tick's snapshot: status is published when it changes
         self._published = 0
         self._dropped = 0
         self._connect_failures = 0
@@ -89,16 +92,24 @@ class MqttPublisher:
 
     # ------------------------------------------------------------------------------------ the cycle's side
 
-    def offer(self, previous: Snapshot | None, current: Snapshot) -> None:
-        """Queue the events between two snapshots; never blocks, never raises into the agent cycle."""
+    def snapshot_counters(self) -> dict[str, int]:
+        """The counters as the agent's snapshot (and so /metrics) carries them."""
+        counters = self.counters()
+        return {"published": counters.published, "dropped": counters.dropped,
+                "connect_failures": counters.connect_failures, "connected": int(counters.connected)}
+
+    def tick_done(self, result: TickResult) -> None:
+        """Queue one tick's events; never blocks, never raises into the agent cycle."""
         if not self._settings.enabled:
             return
         try:
-            for suffix, payload, retain in events_for(previous, current, now=self._clock()):
+            events = events_for(result, previous=self._previous, now=self._clock())
+            self._previous = result.snapshot
+            for suffix, payload, retain in events:
                 if suffix.endswith("/status"):
                     self._status = payload
                 self._enqueue((f"{self._settings.topic_prefix}/{suffix}", _encode(payload), retain))
-        except Exception:  # a bad snapshot must cost events, not the cycle
+        except Exception:  # a bad result must cost events, not the cycle
             log.exception("could not build MQTT events; this cycle's events are lost")
             self._dropped += 1
 

@@ -1,9 +1,11 @@
-"""What changed between two snapshots, as MQTT events: the pure half of the MQTT stream.
+"""One tick's results as MQTT events: the pure half of the MQTT stream.
 
 Prometheus shows state; an event stream shows *changes*, so a consumer (a ticketing bridge, a fleet console) gets
-one message when a finding opens, changes or resolves, when an eviction is counted, when an Xid arrives, and when
-the agent's own status moves. Diffing two immutable Snapshots here, without I/O, keeps the broker client thin and
-lets every rule be table-tested. Pure: no asyncio, no sockets, no clock (timestamps come from the sample).
+one message when a finding opens, changes or resolves, when an eviction result is counted (naming the pod), when an
+Xid arrives (with its GPU and compute instance and the driver's recovery action), and when the agent's own status
+moves. The events are read from the cycle's ``TickResult`` as values, never guessed from counters that went up;
+which finding change is material is ``model.finding_changes``'s one rule. Pure: no asyncio, no sockets, no clock
+(timestamps come from the sample).
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping
 
-from watchdog.model import Finding, PodRef, Snapshot
+from watchdog.model import ActionRecord, Finding, PodRef, Snapshot, TickResult, XidEvent
 
 SCHEMA_VERSION = 1
 
@@ -21,10 +23,6 @@ Event = tuple[str, dict[str, Any], bool]
 # MQTT 3.1.1 §4.7.1: '+' and '#' are wildcards, '/' separates levels, and §4.7.3 forbids U+0000 in a topic name.
 _TOPIC_UNSAFE = str.maketrans({"+": "_", "#": "_", "/": "_", "\x00": "_"})
 
-# A finding is "updated" when one of these changes; its evidence numbers move every tick and would turn the
-# stream into a per-tick feed, which is what /metrics is for.
-_MATERIAL_FIELDS = ("severity", "domain", "resource", "victims", "culprit", "tenant")
-
 
 def topic_segment(text: str) -> str:
     """One topic level made from outside text (a node or kind name): wildcards and separators become '_'."""
@@ -32,18 +30,27 @@ def topic_segment(text: str) -> str:
     return cleaned or "_"
 
 
-def events_for(previous: Snapshot | None, current: Snapshot, *, now: float | None = None) -> list[Event]:
-    """The events that turn ``previous`` into ``current``; ``previous`` None means "the agent just started".
+def events_for(result: TickResult, *, previous: Snapshot | None, now: float | None = None) -> list[Event]:
+    """The events of one tick. ``previous`` is the snapshot of the tick before (None: the agent just started); only
+    the retained status is compared with it, since status is a state, not an event.
 
     Topic suffixes are ``<node>/findings/<kind>``, ``<node>/actions``, ``<node>/xid`` and ``<node>/status``; the
-    publisher puts its prefix in front. ``now`` stamps payloads when ``current`` carries no sample.
+    publisher puts its prefix in front. ``now`` stamps payloads when the tick carries no sample.
     """
+    current = result.snapshot
     node = topic_segment(current.node)
     header = _header(current, now=now)
-    events: list[Event] = []
-    events.extend(_finding_events(previous, current, node=node, header=header))
-    events.extend(_action_events(previous, current, node=node, header=header))
-    events.extend(_xid_events(previous, current, node=node, header=header))
+    events: list[Event] = [
+        _finding_event(finding, change=change, node=node, header=header) for change, finding in result.changes
+    ]
+    action_totals = _running_totals(
+        [(r.result.value, r.reason, r.namespace) for r in result.actions.counted], current.evictions)
+    events.extend(_action_event(record, total, node=node, header=header)
+                  for record, total in zip(result.actions.counted, action_totals))
+    xids = [event for event in result.xids if event.xid]
+    xid_totals = _running_totals([(e.gpu_index, e.gpu_uuid, e.gpu_instance, e.xid) for e in xids],
+                                 {key: count for key, (count, _) in current.xid_counts.items()})
+    events.extend(_xid_event(event, total, node=node, header=header) for event, total in zip(xids, xid_totals))
     status = status_payload(current, header=header)
     if previous is None or _status_state(previous) != _status_state(current):
         events.append((f"{node}/status", status, True))
@@ -89,27 +96,6 @@ def _status_state(snapshot: Snapshot) -> tuple:
 # ------------------------------------------------------------------------------------------------ findings
 
 
-def _finding_events(
-    previous: Snapshot | None, current: Snapshot, *, node: str, header: Mapping[str, Any]
-) -> list[Event]:
-    before = {(f.kind, f.key): f for f in previous.findings} if previous is not None else {}
-    now = {(f.kind, f.key): f for f in current.findings}
-    events: list[Event] = []
-    for identity, finding in now.items():
-        old = before.get(identity)
-        if old is None:
-            change = "new"
-        elif any(getattr(old, name) != getattr(finding, name) for name in _MATERIAL_FIELDS):
-            change = "updated"
-        else:
-            continue
-        events.append(_finding_event(finding, change=change, node=node, header=header))
-    for identity, finding in before.items():
-        if identity not in now:
-            events.append(_finding_event(finding, change="resolved", node=node, header=header))
-    return events
-
-
 def _finding_event(finding: Finding, *, change: str, node: str, header: Mapping[str, Any]) -> Event:
     payload = {
         **header,
@@ -147,48 +133,48 @@ def _number(value: float | int | None) -> float | int | None:
 # ------------------------------------------------------------------------------------------ actions, xids
 
 
-def _increase(before: int, after: int) -> int:
-    """Counter increase; a smaller value means the counter restarted, so all of it is new (as Prometheus reads it)."""
-    return after - before if after >= before else after
+def _running_totals(keys: list, totals: Mapping) -> list[int]:
+    """Each key's count as of its own event: the tick's final total less the same-key events after it."""
+    remaining: dict = {}
+    for key in keys:
+        remaining[key] = remaining.get(key, 0) + 1
+    running = []
+    for key in keys:
+        remaining[key] -= 1
+        running.append(max(1, totals.get(key, 0) - remaining[key]))
+    return running
 
 
-def _action_events(
-    previous: Snapshot | None, current: Snapshot, *, node: str, header: Mapping[str, Any]
-) -> list[Event]:
-    before = previous.evictions if previous is not None else {}
-    events: list[Event] = []
-    for (result, reason, namespace), total in sorted(current.evictions.items()):
-        increase = _increase(before.get((result, reason, namespace), 0), total)
-        if increase > 0:
-            payload = {
-                **header,
-                "result": result,
-                "reason": reason,
-                "namespace": namespace,
-                "count": increase,
-                "total": total,
-            }
-            events.append((f"{node}/actions", payload, False))
-    return events
+def _action_event(record: ActionRecord, total: int, *, node: str, header: Mapping[str, Any]) -> Event:
+    payload = {
+        **header,
+        "result": record.result.value,
+        "reason": record.reason,
+        "namespace": record.namespace,
+        "pod": record.pod or None,
+        "uid": record.uid or None,
+        "finding": record.finding_key,
+        "finding_kind": str(record.finding_kind),
+        "mode": str(record.mode),
+        "detail": record.detail,
+        "http_status": record.http_status,
+        "count": 1,
+        "total": total,
+    }
+    return (f"{node}/actions", payload, False)
 
 
-def _xid_events(previous: Snapshot | None, current: Snapshot, *, node: str, header: Mapping[str, Any]) -> list[Event]:
-    before = previous.xid_counts if previous is not None else {}
-    events: list[Event] = []
-    for key in sorted(current.xid_counts, key=lambda k: (k[0], k[1], -1 if k[2] is None else k[2], k[3])):
-        gpu_index, gpu_uuid, gpu_instance, xid = key
-        total, last_seen = current.xid_counts[key]
-        increase = _increase(before[key][0] if key in before else 0, total)
-        if increase > 0:
-            payload = {
-                **header,
-                "gpu": gpu_index,
-                "gpu_uuid": gpu_uuid,
-                "gpu_instance": gpu_instance,
-                "xid": xid,
-                "count": increase,
-                "total": total,
-                "last_seen": _number(last_seen),
-            }
-            events.append((f"{node}/xid", payload, False))
-    return events
+def _xid_event(event: XidEvent, total: int, *, node: str, header: Mapping[str, Any]) -> Event:
+    payload = {
+        **header,
+        "gpu": event.gpu_index,
+        "gpu_uuid": event.gpu_uuid,
+        "gpu_instance": event.gpu_instance,
+        "compute_instance": event.compute_instance,
+        "xid": event.xid,
+        "recovery_action": event.recovery_action,
+        "count": 1,
+        "total": total,
+        "last_seen": _number(event.timestamp),
+    }
+    return (f"{node}/xid", payload, False)

@@ -2,15 +2,15 @@
 
 Both the prometheus_client Collector and the fast renderer read this one form, so the two can never disagree
 about which series exist; only the byte layout is written twice (and a test holds them byte-identical). Also
-here: ``Owners``, the per-snapshot index from devices and processes to pods, built once per render so the
-per-series lookups are dictionary hits and never the linear scan ``Attribution.pod`` falls back to.
+here: ``Owners``, the label values naming a device's or a process's pod, read from the attribution's pod index
+(built once per pod-cache change, not once per render) with the tenant rule every stage uses.
 """
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Iterable
 
-from watchdog.model import Attribution, PodInfo, PodRef, Snapshot
+from watchdog.model import Attribution, DeviceUsage, NodeSample, PodInfo, PodRef, Snapshot
 from watchdog.publishing.catalogue import ALL_FAMILIES, FamilySpec
 
 Sample = tuple[tuple[str, ...], float, float | None]  # (label values, value, created timestamp or None)
@@ -54,32 +54,19 @@ class FamilyBook:
 class Owners:
     """Who owns a device or a process, as label values, for one snapshot."""
 
-    def __init__(self, attribution: Attribution | None, tenant_label: str | None) -> None:
-        self._attribution = attribution or Attribution()
-        self._tenant_label = tenant_label or None
-        self._by_uid: dict[str, PodInfo] = dict(self._attribution.pods)
-        self._by_key: dict[tuple[str, str], PodInfo] = {
-            (info.namespace, info.name): info for info in self._attribution.pods.values()
-        }
+    def __init__(self, attribution: Attribution | None, *, with_tenant: bool) -> None:
+        self.attribution = attribution or Attribution()
+        self.index = self.attribution.index  # tenants as detection counts them: the label's value, else namespace
+        self._with_tenant = with_tenant
         self._device_cache: dict[str, tuple[str, ...]] = {}
 
     @property
-    def pods(self) -> list[PodInfo]:
-        return list(self._attribution.pods.values())
+    def pods(self) -> Iterable[PodInfo]:
+        return self.index.pods.values()
 
-    def tenant_of_info(self, info: PodInfo | None) -> str:
-        """The pod's tenant label value, else its namespace, as detection and action count tenants."""
-        if info is None or self._tenant_label is None:
-            return ""
-        return info.tenant(self._tenant_label)
-
-    def tenant_of(self, ref: PodRef) -> str:
-        if self._tenant_label is None:
-            return ""
-        info = self._by_uid.get(ref.uid) if ref.uid else None
-        if info is None:
-            info = self._by_key.get((ref.namespace, ref.name))
-        return self.tenant_of_info(info)
+    def usage(self, sample: NodeSample) -> DeviceUsage:
+        """Each device's use per (pod, container), the sums detection read too (``Attribution.usage``)."""
+        return self.attribution.usage(sample)
 
     def device_labels(self, device_uuid: str) -> tuple[str, ...]:
         """(namespace, pod, container[, tenant]) when exactly one pod holds the device, else empty strings.
@@ -90,22 +77,19 @@ class Owners:
         cached = self._device_cache.get(device_uuid)
         if cached is not None:
             return cached
-        refs = self._attribution.devices.get(device_uuid, ())
+        refs = self.attribution.devices.get(device_uuid, ())
         pods = {(ref.namespace, ref.name) for ref in refs}
         if len(pods) == 1:
             containers = {ref.container or "" for ref in refs}
             container = containers.pop() if len(containers) == 1 else ""
             labels = (refs[0].namespace, refs[0].name, container)
-            tenant = self.tenant_of(refs[0])
+            tenant = self.index.tenant_of(refs[0])
         else:
             labels, tenant = NO_OWNER, ""
-        if self._tenant_label is not None:
+        if self._with_tenant:
             labels = labels + (tenant,)
         self._device_cache[device_uuid] = labels
         return labels
-
-    def process_owner(self, pid: int) -> PodRef | None:
-        return self._attribution.processes.get(pid)
 
     def pod_labels(self, ref: PodRef | None) -> tuple[str, ...]:
         """(namespace, pod, container[, tenant]) of a process's pod; empty strings when no pod owns it."""
@@ -114,8 +98,8 @@ class Owners:
             tenant = ""
         else:
             labels = (ref.namespace, ref.name, ref.container or "")
-            tenant = self.tenant_of(ref)
-        return labels + (tenant,) if self._tenant_label is not None else labels
+            tenant = self.index.tenant_of(ref)
+        return labels + (tenant,) if self._with_tenant else labels
 
 
 def with_tenant(snapshot: Snapshot) -> bool:

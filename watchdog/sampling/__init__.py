@@ -1,6 +1,6 @@
 """The sampling stage: NVML → NodeSample, plus the Xid event watcher and the read-only probe.
 
-The NVML module is always a parameter (real pynvml via ``nvml_library.load()``, or ``watchdog.simulation``'s node.nvml),
+The NVML module is always a parameter (real pynvml via ``nvml_library.load()``, or ``watchdog.testbed``'s node.nvml),
 so nothing here knows whether the GPU is real.
 """
 

@@ -134,7 +134,8 @@ class GpmTracker:
     def _request_for(self, metrics: tuple[int, ...]) -> _Request:
         """One c_nvmlGpmMetricsGet_t per metric set, filled once and reused (the sampler runs one tick at a time).
 
-        pynvml's nvmlGpmMetricsGet passes the struct as-is, so the caller must set ``version`` (nvml.md §3b).
+        pynvml's nvmlGpmMetricsGet passes the struct as-is, so the caller must set ``version`` (nvml.h,
+        nvmlGpmMetricsGet: NVML_GPM_METRICS_GET_VERSION).
         """
         cached = self._requests.get(metrics)
         if cached is None:

@@ -1,7 +1,7 @@
 """The one place that imports pynvml.
 
 Every other sampling module receives the NVML module as a parameter (real ``pynvml`` from here, or the simulated
-one from ``watchdog.simulation``), so the pipeline never knows whether a GPU is real. Keeping the import here also lets
+one from ``watchdog.testbed``), so the pipeline never knows whether a GPU is real. Keeping the import here also lets
 the import-linter contract in pyproject.toml hold the line: pynvml appears nowhere else.
 """
 

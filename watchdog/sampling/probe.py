@@ -1,10 +1,10 @@
 """``gpu-watchdog probe``: what this node's driver actually answers to every call the sampler makes.
 
-The reference notes were compiled without a GPU and mark several behaviours UNVERIFIED (per-MIG GPM support,
-which error a MIG handle gives, process calls on MIG parents, event calls on MIG handles). The probe runs each
-call once per GPU and per MIG device and reports "supported, with this value" or "failed, with this error", as
-JSON, so the first run on a real node settles those questions. It only reads: it never changes MIG mode, clocks,
-power limits or persistence (the event set it registers on is the probe's own and is freed, see probe_events).
+NVML's documentation leaves several behaviours open, and this agent was written without a GPU to confirm them (per-MIG
+GPM support, which error a MIG handle gives, process calls on MIG parents, event calls on MIG handles). The probe runs
+each call once per GPU and per MIG device and reports "supported, with this value" or "failed, with this error", as
+JSON, so the first run on a real node settles those questions. It only reads: it never changes MIG mode, clocks, power
+limits or persistence (the event set it registers on is the probe's own and is freed, see probe_events).
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """The events part of ``gpu-watchdog probe``: can this node's driver deliver Xid events to us at all?
 
-The Xid watcher is the only source of fault evidence with GI/CI ids, and nvml.md §4 leaves open what a MIG
-handle answers to event calls (UNVERIFIED) and whether an unprivileged container receives events. So the probe
+The Xid watcher is the only source of fault evidence with GI/CI ids, and nvml.h (nvmlEventSetWait_v2) says only
+that MIG handles do not support per-instance events, not what a MIG handle answers to event calls, nor whether an
+unprivileged container receives events in practice. So the probe
 goes through the watcher's own steps once: create a set, ask each parent which types it supports, register the
 watcher's mask (Xid | DBE | SBE | MIG config change, masked by what is supported, as k8s-device-plugin's
 health.go does), ask one MIG handle, wait once briefly and free the set. An event set is process-local NVML

@@ -6,7 +6,8 @@ or a device, never the tick). It is synchronous on purpose: NVML calls block, so
 worker thread (asyncio.to_thread) and the event loop never waits on the driver.
 
 Per-device quirks live with their readers (inventory, gpm, processes); this module composes them into samples
-and owns the lifecycle: nvmlInit once in ``open``, nvmlShutdown once in ``close`` (NVML counts inits, nvml.md §8).
+and owns the lifecycle: nvmlInit once in ``open``, nvmlShutdown once in ``close`` (NVML counts inits: nvml.h,
+nvmlInit_v2).
 """
 
 from __future__ import annotations

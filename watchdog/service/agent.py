@@ -12,28 +12,31 @@ import logging
 import time
 from contextlib import AsyncExitStack
 from types import ModuleType
-from typing import Any, Awaitable, Callable, Mapping
+from typing import Awaitable, Callable, Sequence
 
 from watchdog.action import ActionStage
 from watchdog.action.audit import AuditLog
 from watchdog.action.killswitch import KillSwitch
-from watchdog.action.planning import effective_policy
-from watchdog.attribution.proc import ProcReader
 from watchdog.attribution.kubelet import assignments_from_settings
 from watchdog.attribution.pods import PodCache
+from watchdog.attribution.proc import ProcReader
 from watchdog.config import Policy, Settings, load_policy
+from watchdog.config.runtime import RuntimePolicy
 from watchdog.detection import Detector
 from watchdog.kube.client import KubeApi
 from watchdog.kube.eviction import KubeEvictions
 from watchdog.kube.pods import PodWatcher
+from watchdog.model import TickResult
 from watchdog.publishing.mqtt import MqttPublisher
 from watchdog.publishing.server import MetricsServer
-from watchdog.sampling.xid_watcher import XidWatcher
 from watchdog.sampling.sampler import NvmlSampler
-from watchdog.service.cycle import Cycle, TickHook
+from watchdog.sampling.xid_watcher import XidWatcher
+from watchdog.service.attributor import NodeAttributor
+from watchdog.service.cycle import Cycle
+from watchdog.service.pipeline import TickSink
 from watchdog.service.policy_watch import PolicyWatcher
 from watchdog.service.prometheus_signals import PrometheusSignals
-from watchdog.service.state import AgentState, CounterDelta
+from watchdog.service.state import AgentState
 
 log = logging.getLogger(__name__)
 
@@ -52,8 +55,7 @@ class Agent:
         sleep: Sleep = asyncio.sleep,  # between cycles only; a simulated world moves its clock here
         kube: KubeApi | None = None,
         policy: Policy | None = None,
-        on_tick: TickHook | None = None,
-        external_signals: Callable[[], Mapping[str, float]] | None = None,
+        sinks: Sequence[TickSink] = (),
     ) -> None:
         self.settings = settings
         self.node = settings.node_name
@@ -63,9 +65,8 @@ class Agent:
         # A policy file is read now, so an invalid one stops the start (ConfigError names each field); later
         # edits go through PolicyWatcher, where an invalid one is refused and the last good policy stays.
         self.policy = policy or (load_policy(settings.policy_file) if settings.policy_file else settings.policy)
-        # One tenant label for every stage: the policy's action.tenant_label if it names one, else attribution's.
-        tenant_label = self._action_policy(self.policy).tenant_label
-        self.state = AgentState(node=self.node, tenant_label=tenant_label)
+        self.runtime = self._resolve(self.policy)
+        self.state = AgentState(node=self.node)
         self.sampler = NvmlSampler(nvml, node=self.node, clock=clock, settings=settings.sampling)
         self.xids = XidWatcher(
             nvml,
@@ -76,27 +77,18 @@ class Agent:
         ) if settings.sampling.events else None
         self.pods = PodCache()
         self.evictions = KubeEvictions(kube) if kube is not None else None
-        self.kill_switch = KillSwitch(
-            self.evictions, settings=self.policy.action.kill_switch, namespace=settings.namespace
-        )
+        self.kill_switch = KillSwitch(self.evictions, settings=self.runtime.kill_switch, namespace=settings.namespace)
         self.action = ActionStage(
-            self._action_policy(self.policy),
+            self.runtime.action,
             self.evictions,
             clock=clock,
             audit=AuditLog.from_setting(settings.audit_log),
             node=self.node,
             kill_switch=self.kill_switch if self.evictions is not None else None,
         )
-        self.signals = PrometheusSignals(
-            settings.signals, policy=lambda: self.policy.detection, clock=clock,
-            tenant_label=tenant_label,
-        ) if settings.signals.prometheus_url else None
-        self._signal_errors = CounterDelta()
-        self._event_errors = CounterDelta()
-        self._kill_switch_errors = CounterDelta()
-        if external_signals is None and self.signals is not None:
-            external_signals = self.signals.values
-        self.detector = Detector(self.policy.detection, tenant_label=tenant_label)
+        self.signals = PrometheusSignals(settings.signals, runtime=self.runtime, clock=clock) \
+            if settings.signals.prometheus_url else None
+        self.detector = Detector(self.runtime.detection)
         self.kubelet = assignments_from_settings(settings.attribution)
         self.pod_watcher = PodWatcher(
             kube,
@@ -108,25 +100,33 @@ class Agent:
             backoff_max=settings.kube.watch_backoff_max_seconds,
             gpu_memory_resource=settings.attribution.gpu_memory_request_resource,
         ) if kube is not None else None
+        self.attributor = NodeAttributor(
+            kubelet=self.kubelet,
+            pods=self.pods,
+            pods_ok=self._pods_ok,
+            proc=ProcReader(settings.attribution.proc_root),
+            clock=clock,
+        )
         self.mqtt = MqttPublisher(settings.mqtt, node=self.node) if settings.mqtt.enabled else None
         self.cycle = Cycle(
             state=self.state,
+            runtime=self.runtime,
             sampler=self.sampler,
+            attributor=self.attributor,
             detector=self.detector,
             action=self.action,
-            clock=clock,
-            assignments=self.kubelet,
-            pods=self.pods,
-            pods_ok=(lambda: self.pod_watcher.ok) if self.pod_watcher is not None else (lambda: False),
-            proc=ProcReader(settings.attribution.proc_root),
-            tenant_label=tenant_label,
-            external_signals=external_signals,
-            on_tick=on_tick,
-            paused=self.kill_switch.paused,
-            mqtt_counters=self._mqtt_counters if self.mqtt is not None else None,
-            kill_switch_known=lambda: not self.kill_switch.unknown,
+            gate=self.kill_switch,
+            signals=self.signals,
+            events=self.xids,
+            mqtt=self.mqtt,
+            sinks=(*sinks, *((self.mqtt,) if self.mqtt is not None else ())),
+            sample_timeout=settings.sampling.sample_timeout_seconds,
         )
-        self.cycle.sample_timeout = settings.sampling.sample_timeout_seconds
+        self._register_error_sources()
+        # Every consumer of the runtime policy, handed the same object on every load.
+        self._runtime_consumers = [self.state, self.detector, self.cycle, self.action, self.kill_switch,
+                                   *((self.signals,) if self.signals is not None else ())]
+        self.state.apply_runtime(self.runtime)
         self.server = MetricsServer.from_settings(
             settings.publishing, snapshot_provider=lambda: self.cycle.snapshot, alive=self._alive
         )
@@ -139,20 +139,32 @@ class Agent:
 
     # ------------------------------------------------------------------------------------------ wiring
 
-    def _action_policy(self, policy: Policy):
-        action = effective_policy(
-            policy.action, own_namespace=self.settings.namespace, tenant_label=self.settings.attribution.tenant_label
-        )
-        if self.settings.mode_override is not None:  # --mode wins over every policy, reloads included
-            action = action.model_copy(update={"mode": self.settings.mode_override})
-        return action
+    def _resolve(self, policy: Policy) -> RuntimePolicy:
+        """``policy`` as this agent applies it: own namespace protected, tenant label, --mode over every load."""
+        return RuntimePolicy.resolve(policy, own_namespace=self.settings.namespace,
+                                     tenant_label=self.settings.attribution.tenant_label,
+                                     mode_override=self.settings.mode_override)
+
+    def _register_error_sources(self) -> None:
+        """Stages that keep their own error tallies are read as they are when each snapshot is frozen."""
+        self.state.add_error_source("sampling", self.sampler.error_counts)
+        self.state.add_error_source("attribution", self.attributor.error_counts)
+        self.state.add_error_source("action", lambda: {"kill_switch_read": self.kill_switch.failures})
+        if self.signals is not None:
+            self.state.add_error_source("signals", lambda: self.signals.errors)
+        if self.xids is not None:
+            self.state.add_error_source("events", self.xids.error_counts)
 
     def apply_policy(self, policy: Policy) -> None:
-        """Hot reload: detection keeps its learned baselines, action keeps cooldowns and backoffs."""
+        """Hot reload: one RuntimePolicy for every consumer. Detection keeps its learned baselines, action keeps
+        cooldowns and backoffs."""
         self.policy = policy
-        self.detector.set_policy(policy.detection)
-        self.action.set_policy(self._action_policy(policy))
-        self.kill_switch.set_settings(policy.action.kill_switch, namespace=self.settings.namespace)
+        self.runtime = self._resolve(policy)
+        for consumer in self._runtime_consumers:
+            consumer.apply_runtime(self.runtime)
+
+    def _pods_ok(self) -> bool:
+        return self.pod_watcher is not None and self.pod_watcher.ok
 
     def _on_pod_event(self, kind: str, pod) -> None:
         self.pods.apply(kind, pod)
@@ -162,11 +174,6 @@ class Agent:
     def _on_event_from_thread(self, event) -> None:
         if self._loop is not None and not self._loop.is_closed():
             self._loop.call_soon_threadsafe(self.state.add_xid, event)
-
-    def _mqtt_counters(self) -> dict[str, int]:
-        counters = self.mqtt.counters()
-        return {"published": counters.published, "dropped": counters.dropped,
-                "connect_failures": counters.connect_failures, "connected": int(counters.connected)}
 
     def _alive(self) -> bool:
         """Alive while cycles keep completing: a loop stuck for many intervals fails the liveness probe."""
@@ -202,22 +209,11 @@ class Agent:
         self._running = False
         await self._stack.aclose()
 
-    async def cycle_once(self) -> Any:
-        previous = self.cycle.snapshot if self.tick else None
-        if self.signals is not None:
-            self.state.count_errors("signals", self._signal_errors(self.signals.errors))
-        self.state.count_errors("action", self._kill_switch_errors({"kill_switch_read": self.kill_switch.failures}))
-        if self.xids is not None:  # the event thread's health, reported like a stage
-            self.state.count_errors("events", self._event_errors(self.xids.error_counts()))
-            healthy = self.xids.healthy  # running, registered on a GPU, last wait ended well
-            self.state.stage_done("events", seconds=0.0, success=healthy,
-                                  detail="" if healthy else "Xid events are not being received")
-        snapshot = await self.cycle.run(self.tick)
+    async def cycle_once(self) -> TickResult:
+        result = await self.cycle.run(self.tick)
         self._last_progress = time.monotonic()
         self.tick += 1
-        if self.mqtt is not None:
-            self.mqtt.offer(previous, snapshot)
-        return snapshot
+        return result
 
     async def _ticker(self, ticks: int | None = None) -> None:
         """One cycle per interval, forever or for ``ticks`` cycles."""

@@ -16,7 +16,8 @@ from typing import Awaitable, Callable, Mapping
 
 import aiohttp
 
-from watchdog.config import DetectionPolicy, SignalsSettings
+from watchdog.config import SignalsSettings
+from watchdog.config.runtime import RuntimePolicy
 
 log = logging.getLogger(__name__)
 
@@ -54,19 +55,21 @@ class PrometheusSignals:
         self,
         settings: SignalsSettings,
         *,
-        policy: Callable[[], DetectionPolicy],
+        runtime: RuntimePolicy,
         clock: Callable[[], float],
-        tenant_label: str | None = None,
         sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
     ) -> None:
         self.settings = settings
-        self.policy = policy
+        self.runtime = runtime
         self.clock = clock
         self.sleep = sleep
-        self.tenant_label = tenant_label
         self.errors: Counter[str] = Counter()
         self.queries = 0
         self._values: dict[str, tuple[float, float]] = {}  # pod key → (value, when)
+
+    def apply_runtime(self, runtime: RuntimePolicy) -> None:
+        """A reloaded policy: its queries and its tenant label from the next refresh on."""
+        self.runtime = runtime
 
     def values(self) -> dict[str, float]:
         now = self.clock()
@@ -75,7 +78,7 @@ class PrometheusSignals:
 
     async def refresh(self, session: aiohttp.ClientSession) -> None:
         """Run every tenant's query once; a failing query keeps the others."""
-        overrides = self.policy().victim_signal_overrides
+        overrides = self.runtime.detection.victim_signal_overrides
         url = f"{(self.settings.prometheus_url or '').rstrip('/')}/api/v1/query"
         timeout = aiohttp.ClientTimeout(total=self.settings.timeout_seconds)
         for tenant, override in overrides.items():
@@ -94,7 +97,7 @@ class PrometheusSignals:
             for key, value in values.items():
                 # Tenants are namespaces unless a tenant label is configured: then the query's own selector
                 # must keep to the tenant's pods, since the answer carries no label to check it by.
-                if self.tenant_label is None and key.split("/", 1)[0] != tenant:
+                if self.runtime.tenant_label is None and key.split("/", 1)[0] != tenant:
                     self.errors["foreign_series"] += 1
                     continue
                 self._values[key] = (value, now)
@@ -104,7 +107,7 @@ class PrometheusSignals:
             return
         async with aiohttp.ClientSession() as session:
             while True:
-                if self.policy().victim_signal_overrides:
+                if self.runtime.detection.victim_signal_overrides:
                     try:
                         await self.refresh(session)
                     except Exception as exc:  # noqa: BLE001 - a bad answer degrades the signals, never the agent

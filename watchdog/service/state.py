@@ -1,8 +1,11 @@
 """The agent's running tallies, and the one place a Snapshot is assembled from them.
 
-Counters that outlive a cycle (Xids per GPU instance, errors per stage, policy reloads) live here, touched only on
-the event loop thread. Each cycle ends by freezing them into an immutable ``Snapshot``; scrapes render that
-snapshot and never see a half-updated state.
+What outlives a cycle (Xids per GPU instance, stage health, policy reloads) lives here, touched only on the event
+loop thread. Errors have one representation: cumulative counts per (stage, error). The cycle counts what it sees
+itself (a timeout, a stage that raised); a stage that keeps its own tallies (the sampler, the /proc reader, the
+Xid watcher, the victim-signal client, the kill switch) is registered once as an error source and read as it is
+when the snapshot is frozen. Each cycle ends by freezing all of it into an immutable ``Snapshot``; scrapes render
+that snapshot and never see a half-updated state.
 """
 
 from __future__ import annotations
@@ -10,8 +13,9 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Mapping
+from typing import Callable, Mapping
 
+from watchdog.config.runtime import RuntimePolicy
 from watchdog.model import (
     Attribution,
     Finding,
@@ -23,7 +27,10 @@ from watchdog.model import (
     XidKey,
 )
 
-STAGES = ("sampling", "events", "attribution", "detection", "action", "publishing")
+STAGES = ("sampling", "events", "attribution", "detection", "action", "trace")
+
+ErrorSource = Callable[[], Mapping[str, int]]
+"""A stage's own cumulative error counts, error name → n."""
 
 
 @dataclass
@@ -31,17 +38,26 @@ class AgentState:
     node: str
     tenant_label: str | None = None
     xid_counts: dict[XidKey, tuple[int, float]] = field(default_factory=dict)
-    errors: Counter = field(default_factory=Counter)  # (stage, error) → n
+    errors: Counter = field(default_factory=Counter)  # (stage, error) → n, counted by the cycle itself
     stages: dict[str, StageStatus] = field(default_factory=dict)
     policy_reloads: Counter = field(default_factory=Counter)  # "success" | "failure" → n
     pending_xids: list[XidEvent] = field(default_factory=list)
     ready: bool = False
+    _error_sources: list[tuple[str, ErrorSource]] = field(default_factory=list)
+
+    def apply_runtime(self, runtime: RuntimePolicy) -> None:
+        """The tenant label the metrics carry follows every policy load."""
+        self.tenant_label = runtime.tenant_label
+
+    def add_error_source(self, stage: str, source: ErrorSource) -> None:
+        self._error_sources.append((stage, source))
 
     def add_xid(self, event: XidEvent) -> None:
         """Called on the loop thread (the watcher thread hands events over with call_soon_threadsafe)."""
         self.pending_xids.append(event)
 
     def drain_xids(self) -> tuple[XidEvent, ...]:
+        """The events received since the last drain; those with an Xid number are counted per GPU instance."""
         events, self.pending_xids = tuple(self.pending_xids), []
         for event in events:
             if not event.xid:
@@ -51,10 +67,17 @@ class AgentState:
             self.xid_counts[key] = (count + 1, event.timestamp)
         return events
 
-    def count_errors(self, stage: str, deltas: Mapping[str, int]) -> None:
-        for error, n in deltas.items():
-            if n:
-                self.errors[(stage, error)] += n
+    def count_error(self, stage: str, error: str, n: int = 1) -> None:
+        self.errors[(stage, error)] += n
+
+    def error_totals(self) -> dict[tuple[str, str], int]:
+        """Every error so far: the cycle's own counts plus each source's, as the source has them now."""
+        totals = Counter(self.errors)
+        for stage, source in self._error_sources:
+            for error, n in source().items():
+                if n:
+                    totals[(stage, error)] += n
+        return dict(totals)
 
     def stage_done(self, name: str, *, seconds: float, success: bool, detail: str = "") -> None:
         self.stages[name] = StageStatus(name=name, duration_seconds=seconds, success=success, detail=detail)
@@ -79,7 +102,7 @@ class AgentState:
             stages=tuple(self.stages[name] for name in STAGES if name in self.stages),
             xid_counts=MappingProxyType(dict(self.xid_counts)),
             evictions=MappingProxyType(dict(evictions)),
-            errors=MappingProxyType(dict(self.errors)),
+            errors=MappingProxyType(self.error_totals()),
             mode=mode,
             paused=paused,
             ready=self.ready,
@@ -88,15 +111,3 @@ class AgentState:
             mqtt=None if mqtt is None else MappingProxyType(dict(mqtt)),
             kill_switch_known=kill_switch_known,
         )
-
-
-class CounterDelta:
-    """Turns a cumulative counter mapping (a stage's own tallies) into per-cycle increments."""
-
-    def __init__(self) -> None:
-        self._last: dict[str, int] = {}
-
-    def __call__(self, current: Mapping[str, int]) -> dict[str, int]:
-        delta = {k: v - self._last.get(k, 0) for k, v in current.items() if v != self._last.get(k, 0)}
-        self._last = dict(current)
-        return delta

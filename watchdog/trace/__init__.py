@@ -17,6 +17,7 @@ from watchdog.trace.io import (
     read_trace,
     schema,
 )
+from watchdog.trace.recorder import TraceRecorder
 
 __all__ = [
     "TRACE_FORMAT",
@@ -25,6 +26,7 @@ __all__ = [
     "TraceError",
     "TraceHeader",
     "TraceRecord",
+    "TraceRecorder",
     "TraceWriter",
     "decode_tick",
     "decode_tick_signals",

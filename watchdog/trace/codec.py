@@ -20,6 +20,7 @@ from watchdog.model import (
     GpuSample,
     MigSample,
     NodeSample,
+    PodIndex,
     PodInfo,
     PodRef,
     ProcessSample,
@@ -175,7 +176,7 @@ def decode_attribution(data: Mapping[str, Any]) -> Attribution:
     return Attribution(
         devices=MappingProxyType({uuid: tuple(refs) for uuid, refs in devices.items()}),
         processes=MappingProxyType(processes),
-        pods=MappingProxyType(pods),
+        index=PodIndex(pods),  # the tenant label is the replay's to apply (Attribution.with_tenant_label)
         # Required by the schema; a caller that skipped it gets "unhealthy", never a licence to act on absences.
         healthy=bool(data.get("healthy", False)),
         kubelet_ok=data.get("kubelet_ok", True),

@@ -3,8 +3,8 @@
 The generated modules are checked in so the agent needs no protoc at run time; a test regenerates them into a
 temporary directory and compares byte for byte, so the checked-in code can never drift from the .proto. One fix is
 applied after protoc: ``_pb2_grpc.py`` imports its messages as the top-level module ``podresources_v1_pb2``, which
-only works if this directory is on ``sys.path`` (reference/kubernetes-and-friends.md §2, "Gotchas"); we rewrite it
-into a package-relative import.
+only works if this directory is on ``sys.path`` (that is how protoc's gRPC Python plugin writes the import, as seen
+with grpcio-tools 1.85); we rewrite it into a package-relative import.
 
 Run ``python -m watchdog.attribution.proto.generate`` after editing the .proto. Needs grpcio-tools (a test extra).
 """

@@ -1,0 +1,249 @@
+"""The scenario file: one YAML document describes a whole simulated node, its tenants and what goes wrong.
+
+The demo, the evaluation harness, the fake kubelet and the fake API server all read the same scenario, so the
+field names here are a contract (documented in docs/scenario-format.md). Unknown fields are errors, cross
+references (a pod's GPU and MIG instance, an Xid's instance) are checked, and every error names the field, so a
+typo fails at load time with a message rather than as a silent quiet GPU at run time. Missing pod UIDs, PIDs and
+time-slice replicas are filled in deterministically from the seed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from watchdog.testbed.curves import Curve
+from watchdog.testbed.profiles import GPU_MODELS, place_instances
+
+ModelKey = Literal["A100-SXM4-40GB", "H100-80GB-HBM3", "H200-141GB"]
+OwnerKind = Literal["DaemonSet", "ReplicaSet", "StatefulSet", "Job", "Node"]
+
+
+def _demo_scenario() -> Path:
+    """scenarios/demo.yaml of the source checkout, else the copy installed under <prefix>/share/gpu-watchdog."""
+    checkout = Path(__file__).resolve().parents[2] / "scenarios" / "demo.yaml"
+    installed = Path(sys.prefix) / "share" / "gpu-watchdog" / "scenarios" / "demo.yaml"
+    return checkout if checkout.exists() else installed
+
+
+DEMO_SCENARIO = _demo_scenario()
+
+
+class ScenarioError(ValueError):
+    """The scenario cannot be used; the message names the file and every offending field."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class GpuSpec(_Strict):
+    model: ModelKey
+    mig: list[str] | None = None  # GPU instance profiles; None = MIG disabled
+    power_limit_watts: float | None = Field(default=None, gt=0)
+    replicas: int | None = Field(default=None, ge=1, le=64)  # time-slicing replicas advertised by the plugin
+
+
+class DeviceRef(_Strict):
+    gpu: int = Field(ge=0)
+    instance: int | None = Field(default=None, ge=0)  # index into the GPU's ``mig`` list
+    replica: int | None = Field(default=None, ge=0)
+
+
+class Workload(_Strict):
+    memory: Curve = Curve()  # bytes
+    sm: Curve = Curve()  # 0–1 of its instance (MIG) or GPU (time-sliced)
+    dram: Curve = Curve()  # 0–1 of its instance's / GPU's DRAM bandwidth
+    pcie: Curve = Curve()  # host→GPU bytes/s (NVML RX)
+    pcie_tx: Curve = Curve()  # GPU→host bytes/s (NVML TX)
+
+
+class PodSpec(_Strict):
+    namespace: str = Field(min_length=1)
+    name: str = Field(min_length=1)
+    uid: str | None = None
+    priority: int = 0
+    priority_class: str = ""
+    qos_class: str = ""
+    labels: dict[str, str] = {}
+    annotations: dict[str, str] = {}
+    owner_kind: OwnerKind | None = "ReplicaSet"
+    container: str = "main"
+    gpu_memory_request_bytes: int | None = Field(default=None, ge=0)
+    device: DeviceRef | None = None  # what the kubelet assigned; None = a pod without a GPU
+    extra_devices: list[DeviceRef] = []  # used without assignment (unauthorized)
+    start_tick: int = Field(default=0, ge=0)
+    end_tick: int | None = Field(default=None, ge=0)
+    pid: int | None = Field(default=None, ge=2, le=4194304)  # pid_max on 64-bit Linux
+    workload: Workload = Workload()
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    def running(self, tick: int) -> bool:
+        return self.start_tick <= tick and (self.end_tick is None or tick < self.end_tick)
+
+
+class XidSpec(_Strict):
+    at: int = Field(ge=0)
+    gpu: int = Field(ge=0)
+    instance: int | None = Field(default=None, ge=0)  # None → GI/CI 0xFFFFFFFF (not attributable)
+    xid: int = Field(ge=0)
+
+
+class FaultSpec(_Strict):
+    at: int = Field(ge=0)
+    gpu: int = Field(ge=0)
+    lost: bool = False  # the GPU falls off the bus: every call for it answers GpuIsLost
+    mig: list[str] | None = None  # reconfigure the GPU's instances
+    error: int | None = None  # NVML_ERROR_* code injected into ``function``
+    function: str | None = None
+    times: int | None = Field(default=1, ge=1)  # None → until cleared
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> FaultSpec:
+        kinds = [self.lost, self.mig is not None, self.error is not None]
+        if sum(kinds) != 1:
+            raise ValueError("a fault sets exactly one of lost: true, mig: [...], error: CODE")
+        if (self.error is None) != (self.function is None):
+            raise ValueError("error and function go together")
+        return self
+
+
+class Scenario(_Strict):
+    name: str = Field(min_length=1)
+    description: str = ""
+    node: str = "sim-node-1"
+    seed: int = 0
+    tick_seconds: float = Field(default=1.0, gt=0)
+    duration_ticks: int = Field(default=600, ge=1)
+    driver_version: str = "580.82.07"
+    gpus: list[GpuSpec] = Field(min_length=1, max_length=64)
+    pods: list[PodSpec] = []
+    xids: list[XidSpec] = []
+    faults: list[FaultSpec] = []
+    truth: dict[str, Any] = {}
+    policy: dict[str, Any] = {}
+
+    @model_validator(mode="after")
+    def _cross_check(self) -> Scenario:
+        _check_references(self)
+        _fill_identities(self)
+        return self
+
+
+def _check_references(scenario: Scenario) -> None:
+    for index, gpu in enumerate(scenario.gpus):
+        model = GPU_MODELS[gpu.model]
+        if gpu.mig is not None:
+            if gpu.replicas is not None:
+                raise ValueError(f"gpus.{index}.replicas: time-slicing replicas are only simulated without MIG")
+            try:
+                place_instances(model, gpu.mig)
+            except ValueError as exc:
+                raise ValueError(f"gpus.{index}.mig{exc}") from None
+        limit = gpu.power_limit_watts
+        if limit is not None and not model.min_power_limit_watts <= limit <= model.power_limit_watts:
+            raise ValueError(f"gpus.{index}.power_limit_watts: {limit} outside "
+                             f"{model.min_power_limit_watts}–{model.power_limit_watts} W of a {model.key}")
+    seen: set[str] = set()
+    for index, pod in enumerate(scenario.pods):
+        if pod.key in seen:
+            raise ValueError(f"pods.{index}: duplicate pod {pod.key}")
+        seen.add(pod.key)
+        if pod.end_tick is not None and pod.end_tick <= pod.start_tick:
+            raise ValueError(f"pods.{index}.end_tick: must be after start_tick")
+        refs = ([("device", pod.device)] if pod.device else []) + [
+            (f"extra_devices.{n}", ref) for n, ref in enumerate(pod.extra_devices)]
+        for where, ref in refs:
+            _check_device(scenario, ref, f"pods.{index}.{where}")
+    for index, xid in enumerate(scenario.xids):
+        _check_device(scenario, DeviceRef(gpu=xid.gpu, instance=xid.instance), f"xids.{index}", any_instance=True)
+    for index, fault in enumerate(scenario.faults):
+        _check_device(scenario, DeviceRef(gpu=fault.gpu), f"faults.{index}", any_instance=True)
+        if fault.mig is not None:
+            gpu = scenario.gpus[fault.gpu]
+            if gpu.mig is None:
+                raise ValueError(f"faults.{index}.mig: GPU {fault.gpu} is not in MIG mode")
+            try:
+                place_instances(GPU_MODELS[gpu.model], fault.mig)
+            except ValueError as exc:
+                raise ValueError(f"faults.{index}.mig{exc}") from None
+
+
+def _check_device(scenario: Scenario, ref: DeviceRef, where: str, *, any_instance: bool = False) -> None:
+    if ref.gpu >= len(scenario.gpus):
+        raise ValueError(f"{where}.gpu: {ref.gpu} but the node has {len(scenario.gpus)} GPUs")
+    gpu = scenario.gpus[ref.gpu]
+    if gpu.mig is None:
+        if ref.instance is not None:
+            raise ValueError(f"{where}.instance: GPU {ref.gpu} is not in MIG mode")
+    elif ref.instance is None and not any_instance:
+        raise ValueError(f"{where}.instance: GPU {ref.gpu} is in MIG mode; name an index into its mig list")
+    elif ref.instance is not None and ref.instance >= len(gpu.mig):
+        raise ValueError(f"{where}.instance: {ref.instance} but GPU {ref.gpu} has {len(gpu.mig)} MIG instances")
+    if ref.replica is not None and (gpu.replicas is None or ref.replica >= gpu.replicas):
+        raise ValueError(f"{where}.replica: {ref.replica} but GPU {ref.gpu} has replicas: {gpu.replicas}")
+
+
+def stable_digest(*parts: object) -> bytes:
+    """A digest of the parts, the same on every run and machine (Python's hash() is salted per process)."""
+    return hashlib.sha256("/".join(str(part) for part in parts).encode()).digest()
+
+
+def format_uuid(digest: bytes) -> str:
+    text = digest[:16].hex()
+    return f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:32]}"
+
+
+def _fill_identities(scenario: Scenario) -> None:
+    used_pids = {pod.pid for pod in scenario.pods if pod.pid is not None}
+    replica_next: dict[int, int] = {}
+    for pod in scenario.pods:
+        if pod.uid is None:
+            pod.uid = format_uuid(stable_digest(scenario.seed, "pod", pod.namespace, pod.name))
+        if pod.pid is None:
+            # Container PIDs on a busy node are large and scattered; pick one in 10 000–399 999, unique on the node.
+            pid = 10_000 + int.from_bytes(stable_digest(scenario.seed, "pid", pod.key)[:4], "big") % 390_000
+            while pid in used_pids:
+                pid += 1
+            pod.pid = pid
+            used_pids.add(pid)
+        device = pod.device
+        if device is not None and device.replica is None and scenario.gpus[device.gpu].replicas:
+            replicas = scenario.gpus[device.gpu].replicas
+            device.replica = replica_next.get(device.gpu, 0) % replicas
+            replica_next[device.gpu] = replica_next.get(device.gpu, 0) + 1
+
+
+def load_scenario(source: str | Path | dict | Scenario) -> Scenario:
+    """A validated Scenario from a YAML file path, a mapping, or a Scenario (returned as is)."""
+    if isinstance(source, Scenario):
+        return source
+    where = "scenario"
+    if isinstance(source, (str, Path)):
+        where = str(source)
+        path = Path(source)
+        if not path.is_file():
+            raise ScenarioError(f"{where}: no such scenario file")
+        try:
+            source = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except yaml.YAMLError as exc:
+            raise ScenarioError(f"{where}: not valid YAML: {exc}") from None
+    if not isinstance(source, dict):
+        raise ScenarioError(f"{where}: the top level must be a mapping, got {type(source).__name__}")
+    try:
+        return Scenario.model_validate(source)
+    except ValidationError as exc:
+        lines = []
+        for error in exc.errors():
+            message = error["msg"].removeprefix("Value error, ")
+            field = ".".join(str(part) for part in error["loc"])
+            lines.append(f"  {field}: {message}" if field else f"  {message}")
+        raise ScenarioError(f"{where}: invalid scenario\n" + "\n".join(lines)) from None

@@ -1,0 +1,212 @@
+"""The node at one tick: what every simulated NVML answer is read from.
+
+The node state is computed once per tick from the scenario's demand curves, the GPU layouts in force at that
+tick and the contention model, then cached; every NVML call is a lookup into it. Keeping the computation in one
+pure function of (tick, layouts, workloads) is what lets a benchmark sample 16 GPUs × 7 instances per tick at the
+cost of dictionary lookups, and lets tests ask for any tick in any order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from watchdog.model import NOT_ATTRIBUTABLE
+from watchdog.testbed.contention import (allocate_memory, dynamic_watts, govern_power, scale_to_link, water_fill)
+from watchdog.testbed.curves import CurveEvaluator
+from watchdog.testbed.profiles import GpuModel, MigProfile
+from watchdog.testbed.scenario import PodSpec
+
+MIB = 1 << 20
+MIG_RESERVED_BYTES = 12 * MIB  # a fresh MIG instance shows ~12 MiB used before any process (nvidia-smi)
+CLOCK_REASON_GPU_IDLE = 0x1  # nvmlClocksEventReasonGpuIdle
+CLOCK_REASON_SW_POWER_CAP = 0x4  # nvmlClocksEventReasonSwPowerCap
+OCCUPANCY_PER_ACTIVE_SM = 0.6  # warps resident per busy SM, as a share of the maximum: a typical DL kernel
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceLayout:
+    """One MIG device as enumerated in one layout generation."""
+
+    index: int  # position in the GPU's ``mig`` list (what scenario pods refer to)
+    slot: int
+    gpu_instance: int
+    compute_instance: int
+    profile: MigProfile
+    uuid: str
+    memory_total: int
+    sm_share: float  # the instance's SMs over the GPU's SMs
+
+
+@dataclass(frozen=True, slots=True)
+class GpuLayout:
+    index: int
+    generation: int  # bumped by every MIG reconfiguration of this GPU
+    mig_enabled: bool
+    instances: tuple[InstanceLayout, ...] = ()
+    by_slot: dict[int, InstanceLayout] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadSource:
+    """One pod's process on one device, with its demand curves."""
+
+    pod: PodSpec
+    gpu: int
+    instance: int | None  # index into the GPU's mig list
+    assigned: bool  # False for extra_devices (used without a kubelet assignment)
+    memory: CurveEvaluator
+    sm: CurveEvaluator
+    dram: CurveEvaluator
+    pcie_rx: CurveEvaluator
+    pcie_tx: CurveEvaluator
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessState:
+    pid: int
+    pod: PodSpec
+    device_uuid: str
+    gpu_instance: int  # NOT_ATTRIBUTABLE off MIG
+    compute_instance: int
+    memory_used: int
+    memory_demand: int
+    sm: float  # time share of its instance/GPU's SMs, after sharing (0–1)
+    dram: float  # share of its instance/GPU's DRAM bandwidth, after sharing (0–1)
+    assigned: bool
+
+
+@dataclass(frozen=True, slots=True)
+class DomainState:
+    """One SM/DRAM isolation domain: a MIG instance, or a whole GPU without MIG."""
+
+    busy: float  # Σ process time shares (0–1): GRAPHICS_UTIL / nvmlDeviceGetUtilizationRates.gpu
+    sm: float  # achieved work: busy × clock factor (GPM SM_UTIL)
+    dram: float
+    memory_used: int
+    memory_total: int
+    memory_reserved: int
+    processes: tuple[ProcessState, ...]
+    layout: InstanceLayout | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GpuState:
+    index: int
+    layout: GpuLayout
+    power_watts: float
+    power_limit_watts: float
+    sm_clock_mhz: int
+    clock_reasons: int
+    temperature_celsius: float
+    whole: DomainState  # the GPU as a whole (aggregate of its instances in MIG mode)
+    instances: dict[int, DomainState]  # by slot
+    pcie_rx_bytes: float
+    pcie_tx_bytes: float
+
+
+@dataclass(frozen=True, slots=True)
+class AllocationFailure:
+    pod: str
+    device_uuid: str
+    requested: int
+    granted: int
+
+
+@dataclass(frozen=True, slots=True)
+class TickState:
+    tick: int
+    gpus: tuple[GpuState, ...]
+    allocation_failures: tuple[AllocationFailure, ...]
+
+
+def compute_tick(tick: int, *, models: list[GpuModel], limits: list[float], gpu_uuids: list[str],
+                 layouts: list[GpuLayout], sources: list[WorkloadSource]) -> TickState:
+    """The whole node at ``tick``; pure in its arguments."""
+    domains: dict[tuple[int, int | None], list[WorkloadSource]] = {}
+    for source in sources:
+        if not source.pod.running(tick):
+            continue
+        layout = layouts[source.gpu]
+        if layout.mig_enabled:
+            if source.instance is None or source.instance >= len(layout.instances):
+                continue  # its instance is gone after a reconfiguration: the process would have died
+            key = (source.gpu, layout.instances[source.instance].slot)
+        else:
+            key = (source.gpu, None)
+        domains.setdefault(key, []).append(source)
+    failures: list[AllocationFailure] = []
+    gpus = []
+    for index, model in enumerate(models):
+        gpus.append(_gpu_state(tick, model=model, limit=limits[index], uuid=gpu_uuids[index],
+                               layout=layouts[index], domains=domains, failures=failures))
+    return TickState(tick=tick, gpus=tuple(gpus), allocation_failures=tuple(failures))
+
+
+def _shared_domain(tick: int, sources: list[WorkloadSource], *, uuid: str, total: int, reserved: int,
+                   instance: InstanceLayout | None, failures: list[AllocationFailure]) -> tuple[DomainState, list]:
+    memory_demand = [int(source.memory(tick)) for source in sources]
+    granted = allocate_memory(memory_demand, total - reserved)
+    sm = water_fill([source.sm(tick) for source in sources])
+    dram = water_fill([source.dram(tick) for source in sources])
+    gi = instance.gpu_instance if instance else NOT_ATTRIBUTABLE
+    ci = instance.compute_instance if instance else NOT_ATTRIBUTABLE
+    processes = []
+    for position, source in enumerate(sources):
+        if granted[position] < memory_demand[position]:
+            failures.append(AllocationFailure(source.pod.key, uuid, memory_demand[position], granted[position]))
+        processes.append(ProcessState(pid=source.pod.pid, pod=source.pod, device_uuid=uuid, gpu_instance=gi,
+                                      compute_instance=ci, memory_used=granted[position],
+                                      memory_demand=memory_demand[position], sm=sm[position],
+                                      dram=dram[position], assigned=source.assigned))
+    pcie = [(source.pcie_rx(tick), source.pcie_tx(tick)) for source in sources]
+    domain = DomainState(busy=min(sum(sm), 1.0), sm=0.0, dram=min(sum(dram), 1.0), memory_used=sum(granted),
+                         memory_total=total, memory_reserved=reserved, processes=tuple(processes), layout=instance)
+    return domain, pcie
+
+
+def _gpu_state(tick: int, *, model: GpuModel, limit: float, uuid: str, layout: GpuLayout,
+               domains: dict, failures: list[AllocationFailure]) -> GpuState:
+    parts: list[tuple[DomainState, float]] = []  # (domain, share of the GPU's SMs)
+    pcie: list[tuple[float, float]] = []
+    if layout.mig_enabled:
+        for instance in layout.instances:
+            domain, streams = _shared_domain(tick, domains.get((layout.index, instance.slot), []),
+                                             uuid=instance.uuid, total=instance.memory_total,
+                                             reserved=MIG_RESERVED_BYTES, instance=instance, failures=failures)
+            parts.append((domain, instance.sm_share))
+            pcie.extend(streams)
+    else:
+        domain, streams = _shared_domain(tick, domains.get((layout.index, None), []), uuid=uuid,
+                                         total=model.memory_mib * MIB, reserved=model.reserved_mib * MIB,
+                                         instance=None, failures=failures)
+        parts.append((domain, 1.0))
+        pcie.extend(streams)
+    demand = sum(dynamic_watts(model, share, domain.busy) for domain, share in parts)
+    power = govern_power(model, limit_watts=limit, dynamic_watts=demand)
+    factor = power.clock_factor
+    scaled = [(_with_work(domain, factor), share) for domain, share in parts]
+    reasons = (CLOCK_REASON_SW_POWER_CAP if power.capped else 0) | (CLOCK_REASON_GPU_IDLE if demand <= 0 else 0)
+    rx = scale_to_link([stream[0] for stream in pcie], model.pcie_bytes_per_second)
+    tx = scale_to_link([stream[1] for stream in pcie], model.pcie_bytes_per_second)
+    if layout.mig_enabled:
+        instances = {domain.layout.slot: domain for domain, _ in scaled}
+        whole = DomainState(
+            busy=sum(domain.busy * share for domain, share in scaled),
+            sm=sum(domain.sm * share for domain, share in scaled),
+            dram=sum(domain.dram * domain.memory_total for domain, _ in scaled) / (model.memory_mib * MIB),
+            memory_used=sum(domain.memory_used for domain, _ in scaled),
+            memory_total=model.memory_mib * MIB,
+            memory_reserved=model.reserved_mib * MIB + sum(domain.memory_reserved for domain, _ in scaled),
+            processes=tuple(process for domain, _ in scaled for process in domain.processes))
+    else:
+        instances, whole = {}, scaled[0][0]
+    return GpuState(index=layout.index, layout=layout, power_watts=power.power_watts, power_limit_watts=limit,
+                    sm_clock_mhz=power.sm_clock_mhz, clock_reasons=reasons,
+                    temperature_celsius=power.temperature_celsius, whole=whole, instances=instances,
+                    pcie_rx_bytes=sum(rx), pcie_tx_bytes=sum(tx))
+
+
+def _with_work(domain: DomainState, clock_factor: float) -> DomainState:
+    return DomainState(busy=domain.busy, sm=domain.busy * clock_factor, dram=domain.dram,
+                       memory_used=domain.memory_used, memory_total=domain.memory_total,
+                       memory_reserved=domain.memory_reserved, processes=domain.processes, layout=domain.layout)

@@ -1,0 +1,171 @@
+"""The simulated node and its cluster boundary, kept consistent tick by tick.
+
+The scenario is the single source of truth: the simulated NVML reports its workloads, the fake kubelet lists the
+devices its pods were given, the fake API server holds those pods (same UIDs, same container IDs), and the /proc
+tree places each GPU process in its pod's cgroup. When the agent evicts a pod through the API, its workload ends in
+the simulation too, so an eviction has the effect it would have on a real node.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from watchdog.config import Settings, load_settings
+from watchdog.testbed.cluster.apiserver import FakeApiServer
+from watchdog.testbed.cluster.apiserver_pods import build_pod
+from watchdog.testbed.cluster.kubelet import FakeKubelet
+from watchdog.testbed import SimClock, SimulatedGpuNode, load_scenario
+from watchdog.testbed.scenario import PodSpec, Scenario
+from watchdog.model import MIRROR_ANNOTATION
+from watchdog.testbed.cluster.proc_tree import ProcTree, container_id_for
+
+log = logging.getLogger(__name__)
+
+GPU_MEMORY_RESOURCE = "nvidia.com/gpumem"  # MiB, as HAMi names it; only set on pods that state a request
+
+
+class SimulatedWorld:
+    """``async with SimulatedWorld(scenario, workdir=…) as world: agent = Agent(world.settings(), nvml=world.nvml, …)``."""
+
+    def __init__(
+        self,
+        scenario: Scenario | str | Path | dict,
+        *,
+        workdir: str | Path,
+        deletion_delay: float | None = None,
+        clock: SimClock | None = None,
+    ) -> None:
+        self.scenario = load_scenario(scenario)
+        self.workdir = Path(workdir)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.clock = clock or SimClock()
+        self.node = SimulatedGpuNode.from_scenario(self.scenario, self.clock)
+        # The API server shares the simulated clock: pod creation times and sample timestamps are one time line.
+        self.api = FakeApiServer(instant_deletes=deletion_delay is None, deletion_delay=deletion_delay, clock=self.clock)
+        self.kubelet = FakeKubelet(str(self.workdir / "kubelet.sock"))
+        self.proc = ProcTree(self.workdir / "proc")
+        self._published: set[str] = set()  # pods put into the API server
+        self.ended: dict[str, int] = {}  # pod key → tick its workload ended because it left the API server
+
+    @property
+    def nvml(self) -> Any:
+        return self.node.nvml
+
+    @property
+    def tick(self) -> int:
+        return self.node.tick
+
+    async def start(self) -> str:
+        await self.api.start()
+        for name, value in sorted({(p.priority_class, p.priority) for p in self.scenario.pods if p.priority_class}):
+            self.api.add_priority_class(name, value)
+        await self.kubelet.start()
+        self.sync()
+        return self.api.url
+
+    async def stop(self) -> None:
+        await self.kubelet.stop()
+        await self.api.stop()
+        self.node.close()
+
+    async def __aenter__(self) -> SimulatedWorld:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    def settings(self, path: str | None = None, **flags: Any) -> Settings:
+        """Agent settings pointing at this world's fakes; ``flags`` (nested dicts) override the file."""
+        base = {
+            "node_name": self.scenario.node,
+            "kube": {"access": "url", "url": self.api.url},
+            "attribution": {
+                "kubelet_socket": str(self.workdir / "kubelet.sock"),
+                "proc_root": str(self.workdir / "proc"),
+                "gpu_memory_request_resource": GPU_MEMORY_RESOURCE,
+            },
+            "publishing": {"host": "127.0.0.1", "port": 0},
+            "sampling": {"interval_seconds": self.scenario.tick_seconds},
+        }
+        if self.scenario.policy:
+            base["policy"] = self.scenario.policy
+        from watchdog.config.loading import deep_merge
+
+        return load_settings(path, flags=deep_merge(base, flags), environ={})
+
+    def advance(self, seconds: float) -> None:
+        """Move simulated time and bring the kubelet, the API server and /proc in step with it."""
+        self.clock.advance(seconds)
+        self.sync()
+
+    # ----------------------------------------------------------------------------------------- sync
+
+    def sync(self) -> None:
+        tick = self.node.tick
+        for pod in self.scenario.pods:
+            self._sync_pod(pod, tick)
+        self.kubelet.set_pods(self._kubelet_view(tick))
+        self.proc.sync(self.node.processes(tick))
+
+    def _sync_pod(self, pod: PodSpec, tick: int) -> None:
+        key = pod.key
+        running = pod.running(tick) and key not in self.ended
+        in_api = self.api.get_pod(pod.namespace, pod.name)
+        if key in self._published:
+            if running and in_api is None:
+                # Evicted (or deleted by someone) through the API: its processes end with it.
+                self.node.end_pod(pod.namespace, pod.name, tick)
+                self.ended[key] = tick
+                log.info("pod %s left the API server at tick %d: its GPU work stops", key, tick)
+            elif not running and in_api is not None:
+                self.api.pods.delete(pod.namespace, pod.name, {"gracePeriodSeconds": 0}, dry_run=False)
+            return
+        if running:
+            self.api.add_pod(self._pod_object(pod))
+            self._published.add(key)
+
+    def _pod_object(self, pod: PodSpec) -> dict[str, Any]:
+        requests: dict[str, str] = {}
+        for row in self.node.assignments(self.node.tick):
+            if (row.namespace, row.pod) == (pod.namespace, pod.name):
+                requests[row.resource] = "1"
+        if pod.gpu_memory_request_bytes:
+            requests[GPU_MEMORY_RESOURCE] = str(pod.gpu_memory_request_bytes // 2**20)
+        owner = None if pod.owner_kind == "Node" else pod.owner_kind
+        annotations = dict(pod.annotations)
+        if pod.owner_kind == "Node":
+            annotations[MIRROR_ANNOTATION] = "simulated"
+        body = build_pod(
+            namespace=pod.namespace,
+            name=pod.name,
+            node=self.scenario.node,
+            priority=pod.priority,
+            priority_class=pod.priority_class,
+            labels=dict(pod.labels),
+            annotations=annotations,
+            phase="Running",
+            ready=True,
+            containers=[pod.container],
+            owner_kind=owner,
+            qos=pod.qos_class or "Burstable",
+            requests=requests or None,
+        )
+        body["metadata"]["uid"] = pod.uid
+        for status in body["status"]["containerStatuses"]:
+            status["containerID"] = f"containerd://{container_id_for(pod.uid or '', status['name'])}"
+        return body
+
+    def _kubelet_view(self, tick: int) -> list[tuple[str, str, list[tuple[str, str, list[str]]]]]:
+        by_pod: dict[tuple[str, str], dict[tuple[str, str], list[str]]] = defaultdict(lambda: defaultdict(list))
+        for row in self.node.assignments(tick):
+            if f"{row.namespace}/{row.pod}" in self.ended:
+                continue  # the kubelet frees a deleted pod's devices
+            by_pod[(row.namespace, row.pod)][(row.container, row.resource)].append(row.device_id)
+        return [
+            (namespace, name, [(container, resource, ids) for (container, resource), ids in containers.items()])
+            for (namespace, name), containers in sorted(by_pod.items())
+        ]
