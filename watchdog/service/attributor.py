@@ -101,7 +101,9 @@ class NodeAttributor:
             kubelet_ok=kubelet_ok,
             api_ok=self.pods_ok(),
         )
-        return self._hold_back_unconfirmed(sample, result)
+        result = self._hold_back_unconfirmed(sample, result)
+        result.usage(sample)  # summed here, once, after the hold-back: detection and every scrape read these sums
+        return result
 
     def _hold_back_unconfirmed(self, sample: NodeSample, attribution: Attribution) -> Attribution:
         """A process on a device its pod is not (yet) listed for stays unattributed until a kubelet List that
