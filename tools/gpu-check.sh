@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# The one prepared check for a lent GPU machine (issue 10 §5). Read-only towards the GPU: never changes MIG mode,
+# clocks or power limits. Under 10 minutes. From the session machine:
+#   bash tools/gpu-wheels.sh                          # once, here: stage the missing Python wheels in .whl/
+#   device run: command="bash tools/gpu-check.sh", carry=[".whl"], timeout_s=560
+# What it leaves in $OUT (8 files at most come back):
+#   gpu-check.log      everything printed, nvidia-smi included
+#   probe-h200.json    `gpu-watchdog probe`: every NVML call the sampler makes, supported or not (commit as docs/)
+#   run-observe.log    60 s of `gpu-watchdog run --mode observe` (no Kubernetes)
+#   timeslice.jsonl.gz a 120-tick trace of 2 PyTorch loads time-slicing the GPU (serve, greedy from tick 30)
+#   serve.log, greedy.log   the loads' own per-second latency (the victim signal)
+#   metrics.prom       one /metrics scrape taken while both loads ran
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/gpu-check-out}
+mkdir -p "$OUT"
+exec > >(tee "$OUT/gpu-check.log") 2>&1
+export PYTHONUNBUFFERED=1
+started=$(date +%s)
+step() { echo; echo "=== $* ($(( $(date +%s) - started )) s)"; }
+
+step "python packages"
+if [ -d .whl ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    || echo "wheel install failed"
+  export PYTHONPATH="/tmp/site:$PWD"
+else
+  echo "no .whl/: run tools/gpu-wheels.sh on the session machine and carry .whl"
+  export PYTHONPATH="$PWD"
+fi
+GW=(python3 -m watchdog.cli)
+"${GW[@]}" --version || { echo "gpu-watchdog does not import; stopping"; exit 1; }
+
+step "nvidia-smi (read only)"
+nvidia-smi || true
+nvidia-smi --query-gpu=name,uuid,driver_version,mig.mode.current,pcie.link.gen.current,pcie.link.width.current,power.limit,clocks.max.sm --format=csv || true
+nvidia-smi -L || true
+
+step "probe"
+timeout 120 "${GW[@]}" probe > "$OUT/probe-h200.json"; echo "probe exit $?"
+head -c 2000 "$OUT/probe-h200.json"; echo
+
+cat > /tmp/gpu-check.yaml <<YAML
+node_name: gpu-check
+kube: {access: none}
+publishing: {port: 9435, host: 127.0.0.1}
+sampling: {interval_seconds: 1.0}
+YAML
+
+step "60 s of run --mode observe"
+timeout 60 "${GW[@]}" run --config /tmp/gpu-check.yaml --mode observe > "$OUT/run-observe.log" 2>&1
+echo "run exit $? (124 = stopped by timeout, as intended)"; tail -n 30 "$OUT/run-observe.log"
+
+step "time-slicing: record 120 ticks; serve from the start, greedy from ~30 s"
+"${GW[@]}" record --config /tmp/gpu-check.yaml --out /tmp/timeslice.jsonl --ticks 120 --port 9436 \
+  > "$OUT/record.log" 2>&1 &
+record=$!
+sleep 3
+python3 tools/gpu_load.py serve --seconds 125 --memory-gib 4 > "$OUT/serve.log" 2>&1 &
+serve=$!
+sleep 30
+python3 tools/gpu_load.py greedy --seconds 90 --memory-gib 8 > "$OUT/greedy.log" 2>&1 &
+greedy=$!
+sleep 20
+curl -s http://127.0.0.1:9436/metrics > "$OUT/metrics.prom" 2>/dev/null \
+  || python3 -c "import urllib.request,sys; sys.stdout.buffer.write(urllib.request.urlopen('http://127.0.0.1:9436/metrics').read())" > "$OUT/metrics.prom" \
+  || echo "scrape failed"
+wait "$greedy"; echo "greedy exit $?"
+wait "$serve"; echo "serve exit $?"
+timeout 60 tail --pid="$record" -f /dev/null; wait "$record"; echo "record exit $?"
+tail -n 20 "$OUT/record.log"
+gzip -c /tmp/timeslice.jsonl > "$OUT/timeslice.jsonl.gz" && ls -l "$OUT"
+python3 - <<'PY'
+import gzip, json, os
+path = os.path.join(os.environ.get("OUT", "/tmp/gpu-check-out"), "timeslice.jsonl.gz")
+try:
+    lines = gzip.open(path, "rt").read().splitlines()
+except OSError as exc:
+    raise SystemExit(f"no trace: {exc}")
+print(f"trace: {len(lines)} lines")
+for line in lines[1:][::20]:
+    tick = json.loads(line)
+    procs = [(p.get("pid"), p.get("sm_util"), p.get("used_memory_bytes")) for g in tick["sample"]["gpus"] for p in g.get("processes", [])]
+    print(tick["sample"]["tick"], procs)
+PY
+step "done"
