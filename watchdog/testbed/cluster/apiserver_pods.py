@@ -179,9 +179,13 @@ def build_pod(*, namespace: str, name: str, node: str, priority: int, priority_c
     if owner_kind:
         meta["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": owner_kind, "name": f"{name}-owner",
                                     "uid": secrets.token_hex(8), "controller": True}]
+    # The container state the kubelet reports for the phase (what `kubectl get`'s STATUS and `describe` show).
+    state = {"Running": {"running": {}}, "Succeeded": {"terminated": {"exitCode": 0, "reason": "Completed"}},
+             "Failed": {"terminated": {"exitCode": 1, "reason": "Error"}}}.get(
+        phase, {"waiting": {"reason": "ContainerCreating"}})
     statuses = [{"name": c["name"], "ready": ready, "restartCount": 0, "image": c.get("image", ""),
                  "imageID": "", "containerID": container_id() if phase == "Running" else None,
-                 "started": phase == "Running"} for c in specs]
+                 "started": phase == "Running", "state": state} for c in specs]
     return {
         "metadata": meta,
         "spec": {"nodeName": node, "containers": specs, "priority": priority,

@@ -10,20 +10,22 @@ its source where it is done.
 
 from __future__ import annotations
 
-import json
 import re
 import secrets
 from typing import Any
 
 from aiohttp import web
 
+from watchdog.testbed.cluster.apiserver_bodies import check_patch_type, merge_patch, read_body
+from watchdog.testbed.cluster.apiserver_discovery import SUBRESOURCES
 from watchdog.testbed.cluster.apiserver_pdb import validate_pdb_spec
 from watchdog.testbed.cluster.apiserver_pods import PodLogic, dry_run_of
 from watchdog.testbed.cluster.apiserver_selectors import (SelectorError, fields_match, labels_match, parse_field_selector,
                                                 parse_label_selector)
 from watchdog.testbed.cluster.apiserver_store import (EVENTS, EVENTS_V1, LEASES, PDBS, PODS, RESOURCE_TYPES, ApiError,
                                             ResourceType, Store, not_found, status_body)
-from watchdog.testbed.cluster.apiserver_watch import serve_watch
+from watchdog.testbed.cluster.apiserver_tables import printer_for
+from watchdog.testbed.cluster.apiserver_watch import serve_watch, watch_list_options
 
 _BY_PATH = {(r.prefix, r.plural): r for r in RESOURCE_TYPES}
 _MICRO_TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}(Z|[+-]\d\d:\d\d)$")
@@ -67,19 +69,6 @@ def _validate(resource: ResourceType, obj: dict[str, Any], namespace: str) -> No
         raise ApiError(422, f'PodDisruptionBudget.policy "{name}" is invalid: {problem}', reason="Invalid")
 
 
-def merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386 JSON merge patch (strategic merge patches are applied the same way: lists are replaced)."""
-    if not isinstance(patch, dict):
-        return patch
-    result = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            result.pop(key, None)
-        else:
-            result[key] = merge_patch(result.get(key), value)
-    return result
-
-
 class Rest:
     def __init__(self, store: Store, pods: PodLogic, *, bookmark_interval: float):
         self.store = store
@@ -106,23 +95,34 @@ class Rest:
         method = request.method
         if subresource is not None:
             if resource is PODS and subresource == "eviction" and method == "POST":
-                code, body, headers = self.pods.evict(ns, name, await _body(request), request.query.getall("dryRun", []))
+                code, body, headers = self.pods.evict(ns, name, await read_body(request),
+                                                      request.query.getall("dryRun", []))
                 return web.json_response(body, status=code, headers=headers)
+            if subresource == "status" and any(s.name == "status" for s in SUBRESOURCES.get(resource, ())):
+                if method == "GET":
+                    return web.json_response(self._get(resource, ns, name))
+                if method in ("PUT", "PATCH"):
+                    body = await read_body(request)
+                    return web.json_response(self._update_status(resource, ns, name, request, body))
+                raise ApiError(405, "the server does not allow this method on the requested resource")
             raise ApiError(404, "the server could not find the requested resource")
         if name is None:
             if method == "GET":
                 return await self._list_or_watch(request, resource, namespace)
             if method == "POST" and (namespace is not None or not resource.namespaced):
-                return web.json_response(self._create(resource, ns, await _body(request), request), status=201)
+                return web.json_response(self._create(resource, ns, await read_body(request), request), status=201)
         else:
             if method == "GET":
-                return web.json_response(self._get(resource, ns, name))
+                printer = printer_for(request, resource, clock=self.store.clock)
+                obj = self._get(resource, ns, name)
+                return web.json_response(printer([obj]) if printer else obj)
             if method == "PUT":
-                return web.json_response(self._update(resource, ns, name, await _body(request), request))
+                return web.json_response(self._update(resource, ns, name, await read_body(request), request))
             if method == "PATCH":
-                return web.json_response(self._patch(resource, ns, name, request, await _body(request)))
+                return web.json_response(self._patch(resource, ns, name, request, await read_body(request)))
             if method == "DELETE":
-                return web.json_response(self._delete(resource, ns, name, request, await _body(request, empty=True)))
+                options = await read_body(request, empty=True)
+                return web.json_response(self._delete(resource, ns, name, request, options))
         raise ApiError(405, "the server does not allow this method on the requested resource")
 
     # ------------------------------------------------------------------ verbs
@@ -140,16 +140,23 @@ class Rest:
                 return False
             return labels_match(labels, obj["metadata"].get("labels")) and fields_match(fields, obj)
 
+        printer = printer_for(request, resource, clock=self.store.clock)
         if query.get("watch", "").lower() in ("true", "1"):  # the Python clients send "true" or "True"
             rv = query.get("resourceVersion")
             if rv not in (None, "") and not rv.isdigit():
                 raise ApiError(400, f"invalid resource version: {rv}")
             timeout = query.get("timeoutSeconds")
+            initial = watch_list_options(query)
             return await serve_watch(request, store=self.store, resource=resource, matches=matches,
                                      resource_version=rv, timeout_seconds=float(timeout) if timeout else None,
                                      bookmarks=query.get("allowWatchBookmarks", "").lower() == "true",
-                                     bookmark_interval=self.bookmark_interval)
+                                     bookmark_interval=self.bookmark_interval,
+                                     transform=(lambda obj, first: printer([self._decorate(resource, obj)],
+                                                                           headers=first)) if printer else None,
+                                     send_initial_events=initial)
         items = [self._decorate(resource, obj) for obj in self.store.list(resource, namespace) if matches(obj)]
+        if printer:
+            return web.json_response(printer(items, resource_version=str(self.store.revision)))
         return web.json_response({"kind": f"{resource.kind}List", "apiVersion": resource.api_version,
                                   "metadata": {"resourceVersion": str(self.store.revision)}, "items": items})
 
@@ -213,11 +220,7 @@ class Rest:
         return self.store.update(resource, obj)
 
     def _patch(self, resource: ResourceType, ns: str, name: str, request: web.Request, patch: dict) -> dict:
-        kind = request.content_type
-        if kind not in ("application/merge-patch+json", "application/strategic-merge-patch+json"):
-            raise ApiError(415, f"the body of the request was in an unknown format - accepted media types "
-                                f"include: application/merge-patch+json, application/strategic-merge-patch+json "
-                                f"(got {kind})")
+        check_patch_type(request)
         current = self.store.get(resource, ns, name)
         if current is None:
             raise not_found(resource, name)
@@ -225,6 +228,21 @@ class Rest:
         merged.setdefault("metadata", {})["resourceVersion"] = (
             (patch.get("metadata") or {}).get("resourceVersion") or current["metadata"]["resourceVersion"])
         return self._update(resource, ns, name, merged, request)
+
+    def _update_status(self, resource: ResourceType, ns: str, name: str, request: web.Request, body: dict) -> dict:
+        """PUT or PATCH on ``/status``: only the status changes; the status strategies' PrepareForUpdate keep the
+        stored spec and metadata (pkg/registry/core/pod/strategy.go podStatusStrategy, node/strategy.go)."""
+        current = self.store.get(resource, ns, name)
+        if current is None:
+            raise not_found(resource, name)
+        wanted = (body.get("metadata") or {}).get("resourceVersion")
+        if request.method == "PATCH":
+            check_patch_type(request)
+            body = merge_patch(current, body)
+        updated = {**current, "status": body.get("status")}
+        updated["metadata"] = {**current["metadata"],
+                               "resourceVersion": wanted or current["metadata"]["resourceVersion"]}
+        return self._update(resource, ns, name, updated, request)
 
     def _delete(self, resource: ResourceType, ns: str, name: str, request: web.Request, options: dict) -> dict:
         query_grace = request.query.get("gracePeriodSeconds")
@@ -240,19 +258,3 @@ class Rest:
             self.store.remove(resource, ns, name)
         return status_body(200, "", success=True, details={"name": name, "kind": resource.plural,
                                                            "uid": current["metadata"].get("uid")})
-
-
-async def _body(request: web.Request, *, empty: bool = False) -> dict[str, Any]:
-    raw = await request.read()
-    if not raw:
-        if empty:
-            return {}
-        raise ApiError(400, "the request body is empty")
-    try:
-        body = json.loads(raw)
-    except ValueError as error:
-        raise ApiError(400, f"the body of the request is not valid JSON: {error}") from None
-    if not isinstance(body, dict):
-        raise ApiError(400, "the body of the request must be a JSON object")
-    return body
-

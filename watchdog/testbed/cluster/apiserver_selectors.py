@@ -118,8 +118,20 @@ _FIELD_GETTERS: dict[str, Callable[[Mapping[str, Any]], str]] = {
     "metadata.namespace": lambda obj: obj.get("metadata", {}).get("namespace", ""),
     "spec.nodeName": lambda obj: obj.get("spec", {}).get("nodeName", "") or "",
     "status.phase": lambda obj: obj.get("status", {}).get("phase", "") or "",
+    # pkg/registry/core/node/strategy.go NodeToSelectableFields: the bool as strconv.FormatBool writes it.
+    "spec.unschedulable": lambda obj: "true" if (obj.get("spec") or {}).get("unschedulable") else "false",
+    # pkg/registry/core/event/strategy.go ToSelectableFields (what `kubectl describe` asks for an object's Events).
+    **{f"involvedObject.{key}": (lambda key: lambda obj: str((obj.get("involvedObject") or {}).get(key) or ""))(key)
+       for key in ("kind", "namespace", "name", "uid", "apiVersion", "resourceVersion", "fieldPath")},
+    "reason": lambda obj: obj.get("reason") or "",
+    "type": lambda obj: obj.get("type") or "",
+    "reportingComponent": lambda obj: obj.get("reportingComponent") or "",
+    "source": lambda obj: (obj.get("source") or {}).get("component") or obj.get("reportingComponent") or "",
 }
-POD_FIELDS = frozenset(_FIELD_GETTERS)
+POD_FIELDS = frozenset({"metadata.name", "metadata.namespace", "spec.nodeName", "status.phase"})
+NODE_FIELDS = frozenset({"metadata.name", "spec.unschedulable"})
+EVENT_FIELDS = frozenset(key for key in _FIELD_GETTERS if key.startswith(("metadata.", "involvedObject."))) | {
+    "reason", "type", "reportingComponent", "source"}
 META_FIELDS = frozenset({"metadata.name", "metadata.namespace"})
 
 FieldSelector = tuple[tuple[str, str, str], ...]  # (field, "=" | "!=", value)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Callable
 
-from watchdog.testbed.cluster.apiserver_selectors import META_FIELDS, POD_FIELDS
+from watchdog.testbed.cluster.apiserver_selectors import EVENT_FIELDS, META_FIELDS, NODE_FIELDS, POD_FIELDS
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,14 +46,15 @@ class ResourceType:
 
 
 PODS = ResourceType("/api/v1", "pods", "Pod", field_labels=POD_FIELDS)
-EVENTS = ResourceType("/api/v1", "events", "Event")
+NODES = ResourceType("/api/v1", "nodes", "Node", namespaced=False, field_labels=NODE_FIELDS)
+EVENTS = ResourceType("/api/v1", "events", "Event", field_labels=EVENT_FIELDS)
 CONFIGMAPS = ResourceType("/api/v1", "configmaps", "ConfigMap")
 QUOTAS = ResourceType("/api/v1", "resourcequotas", "ResourceQuota")
 EVENTS_V1 = ResourceType("/apis/events.k8s.io/v1", "events", "Event")
 PDBS = ResourceType("/apis/policy/v1", "poddisruptionbudgets", "PodDisruptionBudget")
 PRIORITY_CLASSES = ResourceType("/apis/scheduling.k8s.io/v1", "priorityclasses", "PriorityClass", namespaced=False)
 LEASES = ResourceType("/apis/coordination.k8s.io/v1", "leases", "Lease")
-RESOURCE_TYPES = (PODS, EVENTS, CONFIGMAPS, QUOTAS, EVENTS_V1, PDBS, PRIORITY_CLASSES, LEASES)
+RESOURCE_TYPES = (PODS, NODES, EVENTS, CONFIGMAPS, QUOTAS, EVENTS_V1, PDBS, PRIORITY_CLASSES, LEASES)
 
 # metav1.StatusReason for each code (k8s.io/apimachinery/pkg/api/errors/errors.go).
 REASONS = {

@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 from aiohttp import web
 
-from watchdog.testbed.cluster.apiserver_store import ResourceType, Store, StoredEvent, TooOld, status_body
+from watchdog.testbed.cluster.apiserver_store import ApiError, ResourceType, Store, StoredEvent, TooOld, status_body
 
 class Bookmark:
     """Broadcast: send a bookmark at ``revision``, fixed when asked, so it never claims events still queued."""
@@ -70,8 +70,25 @@ async def _hold(queue: asyncio.Queue, request: web.Request) -> None:
 
 async def serve_watch(request: web.Request, *, store: Store, resource: ResourceType,
                       matches: Callable[[dict | None], bool], resource_version: str | None,
-                      timeout_seconds: float | None, bookmarks: bool, bookmark_interval: float) -> web.StreamResponse:
-    since = None if resource_version in (None, "", "0") else int(resource_version)
+                      timeout_seconds: float | None, bookmarks: bool, bookmark_interval: float,
+                      transform: Callable[[dict, bool], dict] | None = None,
+                      send_initial_events: bool | None = None) -> web.StreamResponse:
+    """``transform(obj, first)``: what to send for each ADDED/MODIFIED/DELETED object (a Table row for kubectl,
+    with the column headers on the first event only, as handlers/watch.go's embedded encoder sends them).
+
+    ``send_initial_events`` (KEP-3157 watch-list, which client-go 1.37's reflectors use by default): True sends the
+    current state as ADDED events, then a BOOKMARK annotated ``k8s.io/initial-events-end: "true"`` at the
+    revision of that state, then changes; False sends only changes after ``resource_version`` (or after now)."""
+    sent = 0
+
+    async def send(kind: str, obj: dict[str, Any]) -> None:
+        nonlocal sent
+        await response.write(_line(kind, transform(obj, sent == 0) if transform is not None else obj))
+        sent += 1
+
+    since = None if resource_version in (None, "", "0") or send_initial_events else int(resource_version)
+    if send_initial_events is False and since is None:
+        since = store.revision
     response = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
     try:
         backlog, queue = store.subscribe(resource, since)
@@ -82,15 +99,20 @@ async def serve_watch(request: web.Request, *, store: Store, resource: ResourceT
         await response.write_eof()
         return response
     initial = [obj for obj in store.list(resource) if matches(obj)] if since is None else []
+    initial_revision = store.revision
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_seconds if timeout_seconds else None
     try:
         await response.prepare(request)
         for obj in initial:
-            await response.write(_line("ADDED", obj))
+            await send("ADDED", obj)
+        if send_initial_events:
+            meta = {"resourceVersion": str(initial_revision), "annotations": {"k8s.io/initial-events-end": "true"}}
+            await response.write(_line("BOOKMARK", {"kind": resource.kind, "apiVersion": resource.api_version,
+                                                    "metadata": meta}))
         for event in backlog:
             if converted := _convert(event, matches):
-                await response.write(_line(*converted))
+                await send(*converted)
         while True:
             waits = [w for w in ((deadline - loop.time()) if deadline else None,
                                  bookmark_interval if bookmarks else None) if w is not None]
@@ -116,10 +138,33 @@ async def serve_watch(request: web.Request, *, store: Store, resource: ResourceT
                                                             "metadata": meta}))
                 continue
             if converted := _convert(item, matches):
-                await response.write(_line(*converted))
+                await send(*converted)
         await response.write_eof()
     except ConnectionError:
         pass  # the client went away
     finally:
         store.unsubscribe(resource, queue)
     return response
+
+
+def watch_list_options(query: Any) -> bool | None:
+    """sendInitialEvents, checked as apimachinery/pkg/apis/meta/internalversion/validation/validation.go
+    validateWatchOptions checks it (422 on ListOptions); None when the request does not use watch-list."""
+    initial, match = query.get("sendInitialEvents"), query.get("resourceVersionMatch")
+    problems = []
+    if initial is not None and match != "NotOlderThan":
+        problems.append("resourceVersionMatch: Forbidden: sendInitialEvents requires setting resourceVersionMatch "
+                        "to NotOlderThan")
+    if match:
+        if initial is None:
+            problems.append("resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden for watch unless "
+                            "sendInitialEvents is provided")
+        if match != "NotOlderThan":
+            problems.append(f'resourceVersionMatch: Unsupported value: "{match}": supported values: "NotOlderThan"')
+        if query.get("allowWatchBookmarks", "").lower() != "true":
+            problems.append("allowWatchBookmarks: Forbidden: allowWatchBookmarks must be set to true when "
+                            "sendInitialEvents is provided")
+    if problems:
+        detail = problems[0] if len(problems) == 1 else "[" + ", ".join(problems) + "]"
+        raise ApiError(422, f'ListOptions.meta.k8s.io "" is invalid: {detail}', reason="Invalid")
+    return None if initial is None else initial.lower() == "true"
