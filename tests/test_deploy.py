@@ -1,12 +1,18 @@
-"""The manifests in deploy/ hold settings and policies the agent accepts, and ship no kill switch to overwrite."""
+"""The manifests in deploy/ hold settings and policies the agent accepts, ship no kill switch to overwrite, run the
+agent with no capability and turn the cluster-wide budget on; the Dockerfile pins its base and runs the controller
+as a numeric non-root user."""
 
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import yaml
 
-from watchdog.config import check_file
+from watchdog.config import Policy, check_file
+from watchdog.kube.eviction_budget import DATA_KEY
 
 DEPLOY = Path(__file__).resolve().parents[1] / "deploy"
 
@@ -36,3 +42,82 @@ def test_every_mounted_settings_or_policy_file_validates(tmp_path):
 def test_the_kill_switch_is_never_shipped_in_a_manifest():
     names = {doc["metadata"]["name"] for _, doc in documents() if doc.get("kind") == "ConfigMap"}
     assert "gpu-watchdog-kill-switch" not in names  # re-applying must not undo an operator's pause
+
+
+def named(kind: str, name: str, file: str) -> dict:
+    return next(doc for where, doc in documents() if where == file and doc["kind"] == kind
+                and doc["metadata"]["name"] == name)
+
+
+def test_the_agent_runs_as_root_without_capabilities_or_escalation():
+    """uid 0 is what the kubelet socket and the NVIDIA device nodes check; no capability is added on top, and no
+    process in the container can gain privileges (no_new_privs)."""
+    pod = named("DaemonSet", "gpu-watchdog", "daemonset.yaml")["spec"]["template"]["spec"]
+    [container] = pod["containers"]
+    context = container["securityContext"]
+    assert context["allowPrivilegeEscalation"] is False
+    assert context["capabilities"] == {"drop": ["ALL"]}
+    assert context["readOnlyRootFilesystem"] is True and context["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert not context.get("privileged") and not any(pod.get(k) for k in ("hostNetwork", "hostPID", "hostIPC"))
+    assert all(m.get("readOnly") for m in container["volumeMounts"] if m["name"] in ("pod-resources", "host-proc"))
+    assert {doc["metadata"]["namespace"] for where, doc in documents() if where == "daemonset.yaml"} == {
+        "gpu-watchdog"}
+
+
+def test_the_shipped_policy_turns_the_cluster_budget_on_and_ships_its_empty_object():
+    text = named("ConfigMap", "gpu-watchdog-policy", "daemonset.yaml")["data"]["policy.yaml"]
+    budget = Policy.model_validate(yaml.safe_load(text)).action.cluster_budget
+    assert budget.enabled and budget.max_evictions >= 1 and budget.namespace in (None, "gpu-watchdog")
+    shipped = named("ConfigMap", budget.name, "daemonset.yaml")
+    assert shipped["metadata"]["namespace"] == "gpu-watchdog"
+    assert DATA_KEY not in (shipped.get("data") or {})  # re-applying the manifest never resets the window
+
+
+# ---------------------------------------------------------------- the images (Dockerfile)
+
+DOCKERFILE = DEPLOY.parent / "Dockerfile"
+
+
+def stages() -> dict[str, list[str]]:
+    """Build stage name → its instructions (continuation lines joined, comments dropped)."""
+    text = re.sub(r"\\\n", " ", DOCKERFILE.read_text())
+    found: dict[str, list[str]] = {}
+    current = None
+    for line in (raw.strip() for raw in text.splitlines()):
+        if not line or line.startswith("#"):
+            continue
+        if line.upper().startswith("FROM "):
+            parts = line.split()
+            current = parts[3] if len(parts) >= 4 and parts[2].upper() == "AS" else f"stage{len(found)}"
+            found[current] = []
+        found[current].append(line)
+    return found
+
+
+def test_base_images_are_pinned_to_a_release():
+    for name, lines in stages().items():
+        image = lines[0].split()[1]
+        if image in stages():
+            continue  # FROM an earlier stage
+        repository, _, tag = image.partition("@")[0].rpartition(":")
+        assert repository and re.fullmatch(r"\d+\.\d+\.\d+-[a-z]+(-[a-z]+)?", tag), (name, image)  # 3.12.11-slim-…
+
+
+def test_the_controller_image_runs_as_a_numeric_non_root_user_and_the_agent_says_why_root():
+    found = stages()
+    users = [line.split()[1] for line in found["controller"] if line.upper().startswith("USER ")]
+    assert users, "the controller target sets no USER"
+    uid = users[-1].split(":")[0]
+    assert uid.isdigit() and int(uid) != 0  # numeric: runAsNonRoot can be checked without /etc/passwd
+    assert list(found)[-1] == "agent"  # `docker build .` still builds the agent
+    agent_users = [line.split()[1] for line in found["agent"] if line.upper().startswith("USER ")]
+    assert agent_users and agent_users[-1].split(":")[0] == "0"
+    text = DOCKERFILE.read_text()
+    assert "pod-resources" in text and "/proc/<pid>/cgroup" in text  # why the agent keeps uid 0
+
+
+def test_hadolint_finds_nothing():
+    hadolint = Path(sys.executable).with_name("hadolint")
+    result = subprocess.run([str(hadolint), "--failure-threshold", "info", str(DOCKERFILE)],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -18,7 +18,7 @@ import time
 from typing import Any, Sequence
 
 from watchdog import __version__
-from watchdog.config import ConfigError, Policy, check_file, load_policy, load_settings
+from watchdog.config import ConfigError, MalformedFile, Policy, check_data, load_policy, load_settings, read_yaml
 
 log = logging.getLogger("watchdog")
 
@@ -44,22 +44,40 @@ def _mode_flags(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cmd_check_config(args: argparse.Namespace) -> int:
+    """Exit 0: every file valid; 1: a file parsed but has invalid fields; 2: a file is unreadable or not YAML."""
     status = 0
     for path in args.files:
         try:
-            kind, problems = check_file(path)
+            kind, problems = check_data(read_yaml(path), source=path)
         except OSError as exc:
             print(f"{path}: cannot read: {exc.strerror or exc}")
-            status = 1
+            status = 2
+            continue
+        except MalformedFile as exc:
+            print(exc)  # FILE:LINE: reason
+            status = 2
             continue
         if problems:
-            status = 1
+            status = max(status, 1)
             print(f"{path}: invalid {kind} file, {len(problems)} problem(s):")
             for field, reason in problems:
                 print(f"  {field}: {reason}")
         else:
             print(f"{path}: valid {kind} file")
+            for field, reason in _policy_cautions(path, kind):
+                print(f"  warning: {field}: {reason}")  # legal but dangerous: said, not refused (exit 0)
     return status
+
+
+def _policy_cautions(path: str, kind: str) -> list[tuple[str, str]]:
+    """The dangerous action values of a valid file (watchdog.action.floor.review), with their field paths."""
+    from watchdog.action.floor import review
+
+    if kind == "policy":
+        action, prefix = load_policy(path).action, "action."
+    else:
+        action, prefix = load_settings(path, environ={}).policy.action, "policy.action."
+    return [(prefix + caution.field, caution.message) for caution in review(action)]
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

@@ -38,12 +38,22 @@ def test_interference_evicts_a_culprit_lower_than_every_victim():
     assert (d.namespace, d.pod) == ("b", "batch")
 
 
-@pytest.mark.parametrize("culprit_priority", [50, 51, 1000])
+@pytest.mark.parametrize("culprit_priority", [100, 101, 1000])
 def test_interference_refuses_a_culprit_not_strictly_lower(culprit_priority):
     batch, web, api = pod("batch", ns="b", priority=culprit_priority), pod("web", priority=100), pod("api", priority=50)
     d = one(finding(culprit=batch, victims=(web, api)), attribution(batch, web, api))
     assert d.result is R.NOT_LOWER_PRIORITY
-    assert "api" in d.detail and d.request.pod == ref(batch)
+    assert "web" in d.detail and d.request.pod == ref(batch)  # the victim closest to being protected
+    assert d.request.protects == ()  # a refused eviction protects nobody
+
+
+@pytest.mark.parametrize("culprit_priority", [50, 51, 99])
+def test_a_victim_not_above_the_culprit_never_vetoes_the_relief_of_those_above(culprit_priority):
+    # Issue #9: a batch pod whose clock fell too (api, 50) vetoed the relief of web (100), for good.
+    batch, web, api = pod("batch", ns="b", priority=culprit_priority), pod("web", priority=100), pod("api", priority=50)
+    d = one(finding(culprit=batch, victims=(web, api)), attribution(batch, web, api))
+    assert d.result is None and d.request.pod == ref(batch)
+    assert d.request.protects == ((ref(web), 100),)  # exactly the victims strictly above it
 
 
 def test_interference_without_culprit_is_unsafe():
@@ -123,8 +133,11 @@ def test_custom_floor_and_namespaces():
     policy = ActionPolicy(priority_floor=100, protected_namespaces=("infra",))
     c, v = pod("c", priority=100), pod("v", priority=500)
     assert one(finding(culprit=c, victims=(v,)), attribution(c, v), policy).result is R.PROTECTED
+    c3 = pod("c3", ns="team-b", priority=1)
+    assert one(finding(culprit=c3, victims=(v,)), attribution(c3, v), policy).result is None
+    # The policy adds protections, never removes the floor's: kube-system stays protected without being listed.
     c2 = pod("c2", ns="kube-system", priority=1)
-    assert one(finding(culprit=c2, victims=(v,)), attribution(c2, v), policy).result is None
+    assert one(finding(culprit=c2, victims=(v,)), attribution(c2, v), policy).result is R.PROTECTED
 
 
 # ------------------------------------------------------------------------------------------ memory pressure
@@ -280,6 +293,19 @@ def test_a_finding_below_critical_is_only_reported(kind):
     d = one(finding(kind, culprit=batch, victims=(web,), usage={"b/batch": 5.0}, needed=1.0,
                     severity=Severity.WARNING), attribution(batch, web))
     assert d.request is None and d.result is R.NO_CANDIDATE and "report only" in d.detail
+
+
+@pytest.mark.parametrize("severity", ["warning", "critical"])
+def test_a_full_mig_instance_is_never_an_eviction_reason(severity):
+    """Not even a decision: nothing to count under evictions_total or to audit, whatever the severity."""
+    from watchdog.model import Severity
+
+    cache, serve = pod("cache", ns="b", priority=1), pod("serve", priority=100)
+    full = finding(K.MIG_MEMORY_WARNING, key="mig-memory/MIG-1", culprit=cache, victims=(serve,),
+                   usage={"b/cache": 9.0}, needed=1.0, tenant="b", severity=Severity(severity))
+    quota = finding(K.QUOTA, key="quota/b/memory", culprit=cache, usage={"b/cache": 9.0}, needed=1.0, tenant="b")
+    decisions = decide([full, quota], attribution(cache, serve), policy=POLICY, now=0.0)
+    assert [d.finding_key for d in decisions] == ["quota/b/memory"]
 
 
 # ------------------------------------------------------------------ kubelet order, shared with detection (finding 6)

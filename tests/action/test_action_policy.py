@@ -7,7 +7,7 @@ from pydantic import ValidationError
 
 from watchdog.action import effective_policy
 from watchdog.config.action import ActionPolicy
-from watchdog.model import FindingKind, Mode
+from watchdog.model import REPORT_ONLY_KINDS, FindingKind, Mode
 
 
 def test_defaults_are_the_safe_ones():
@@ -16,7 +16,9 @@ def test_defaults_are_the_safe_ones():
     assert policy.protected_namespaces == ("kube-system",)
     assert policy.protected_annotation == "gpu-watchdog.io/protected"
     assert policy.for_kind(FindingKind.XID).enabled is False
-    assert all(policy.for_kind(k).enabled for k in FindingKind if k is not FindingKind.XID)
+    # every kind that may be an eviction reason, except Xid, is on by default (report-only kinds have no policy)
+    actionable = [k for k in FindingKind if k is not FindingKind.XID and k not in REPORT_ONLY_KINDS]
+    assert all(policy.for_kind(k).enabled for k in actionable)
     assert (policy.retry_backoff_initial_seconds, policy.retry_backoff_max_seconds) == (30.0, 600.0)
     assert policy.kill_switch.key == "paused"
 

@@ -16,7 +16,7 @@ import yaml
 
 from watchdog.config.detection import DEFAULT_APPLICATION_XIDS, DEFAULT_CONTAINED_XIDS, DEFAULT_RESET_XIDS
 from watchdog.controller.webhook import ACTION_LABEL, KIND_LABEL
-from watchdog.model import FindingKind
+from watchdog.model import REPORT_ONLY_KINDS, FindingKind
 from watchdog.publishing import ALL_FAMILIES
 
 REPO = Path(__file__).resolve().parents[2]
@@ -146,7 +146,8 @@ def test_the_required_alerts_exist():
     names = {alert["alert"] for alert in alerts()}
     assert names >= {
         "GPUWatchdogDown", "GPUWatchdogNotReady", "GpuLost", "XidCritical", "XidApplication", "MigMemoryNearFull",
-        "GpuPowerCapped", "InterferenceDetected", "QuotaBreach", "UnauthorizedGpuUse", "EvictionsFailing",
+        "GpuPowerCapped", "InterferenceDetected", "QuotaBreach", "MigMemoryWarning", "UnauthorizedGpuUse",
+        "EvictionsFailing",
         "EvictionsPaused", "StageDegraded", "AttributionDegraded", "TenantGpuQuotaExceeded",
     }
 
@@ -163,8 +164,24 @@ def test_only_the_opt_in_group_asks_the_controller_to_act():
     # the controller needs the namespace; it comes from the finding's culprit, never from a victim
     assert '"namespace", "$1", "culprit_namespace"' in action["expr"]
     assert 'culprit_pod!=""' in action["expr"]
-    # namespace-only: no `pod` label, so the controller picks the tenant's lowest-priority evictable GPU pod
-    assert '"pod"' not in action["expr"] and "pod" not in action["labels"]
+    # a pod is named only from the culprit (device-bound breaches); the tenant-wide branch leaves the choice to the
+    # controller, which picks the tenant's lowest-priority evictable GPU pod on the node
+    assert '"pod", "$1", "culprit_pod"' in action["expr"] and "pod" not in action["labels"]
+
+
+def test_every_alert_that_can_act_keeps_the_node_and_the_device():
+    """Issue #9: an eviction request without its node let a breach on node-a evict on node-b. Every aggregation in
+    an action alert keeps `node` (and the device labels where it keeps a pod); no report-only finding kind feeds it."""
+    for alert in alerts():
+        if alert.get("labels", {}).get(ACTION_LABEL) != "evict":
+            continue
+        expr = alert["expr"]
+        assert " without " not in f" {expr} ", alert["alert"]
+        groupings = [{label.strip() for label in found.split(",")} for found in re.findall(r"by \(([^)]*)\)", expr)]
+        assert groupings and all("node" in labels for labels in groupings), alert["alert"]
+        assert all({"gpu_uuid", "mig_uuid"} <= labels for labels in groupings if "culprit_pod" in labels)
+        kinds = {FindingKind(kind) for kind in re.findall(r'kind="([a-z_]+)"', expr)}
+        assert kinds and not kinds & REPORT_ONLY_KINDS, alert["alert"]
 
 
 def test_xid_classes_match_the_detection_defaults():

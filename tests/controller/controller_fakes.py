@@ -57,5 +57,5 @@ class Gate:
 
 def gpu_pod(name, *, ns="team-b", priority=0, created=0.0):
     """A scheduled, Running pod holding one GPU (created long before the test alerts' startsAt)."""
-    return PodInfo(uid=f"u-{name}", namespace=ns, name=name, priority=priority, node="gpu-node-1", created=created,
+    return PodInfo(uid=f"u-{name}", namespace=ns, name=name, priority=priority, node="node-1", created=created,
                    gpu_resources=("nvidia.com/gpu",))

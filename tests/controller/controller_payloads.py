@@ -17,10 +17,16 @@ def alert(
     starts_at: str = "2026-11-30T10:00:00Z",
     name: str = "GpuWatchdogQuotaBreach",
     kind: str | None = None,
+    node: str | None = "node-1",  # where controller_fakes.gpu_pod and FakeApiServer.add_pod put pods by default
+    gpu_uuid: str | None = None,
+    mig_uuid: str | None = None,
 ) -> dict:
     labels = {"alertname": name}
     if namespace:
         labels["namespace"] = namespace
+    for label, value in (("node", node), ("gpu_uuid", gpu_uuid), ("mig_uuid", mig_uuid)):
+        if value:
+            labels[label] = value
     if pod:
         labels["pod"] = pod
     if action:

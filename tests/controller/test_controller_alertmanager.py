@@ -112,7 +112,8 @@ async def test_real_alertmanager_drives_a_dry_run_eviction(controller, alertmana
     base, session = alertmanager
     now = datetime.now(timezone.utc).isoformat()
     alerts = [
-        {"labels": {"alertname": "GpuWatchdogQuotaBreach", "namespace": "team-b", "gpu_watchdog_action": "evict"},
+        {"labels": {"alertname": "GpuWatchdogQuotaBreach", "namespace": "team-b", "node": "node-1",
+                    "gpu_watchdog_action": "evict"},
          "annotations": {"summary": "team-b over its GPU quota"}, "startsAt": now},
         {"labels": {"alertname": "GpuWatchdogInfo", "namespace": "team-b"}, "startsAt": now},
     ]

@@ -7,7 +7,7 @@ from urllib.parse import urlparse
 
 import yaml
 
-from watchdog.config import Settings
+from watchdog.config import Policy, Settings
 from watchdog.config.loading import env_overrides
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -93,3 +93,108 @@ def test_the_agents_identity_cannot_touch_the_lease_or_write_configmaps():
         assert not grants(local, "coordination.k8s.io", "leases", verb, "gpu-watchdog-controller")
     daemonset = documents("deploy/daemonset.yaml")[("DaemonSet", "gpu-watchdog")]["spec"]["template"]["spec"]
     assert daemonset["serviceAccountName"] == "gpu-watchdog"
+
+
+# ---------------------------------------------------------------- a bounded identity (issue #9, section 3)
+
+AGENTS, CONTROLLERS = "gpu-watchdog", "gpu-watchdog-controller"
+WRITES = ("create", "update", "patch", "delete", "deletecollection", "*")
+
+
+def controller_settings() -> Settings:
+    config_map = documents("deploy/controller.yaml")[("ConfigMap", "gpu-watchdog-controller-settings")]
+    return Settings.model_validate(yaml.safe_load(config_map["data"]["settings.yaml"]))
+
+
+def rules_of(account_namespace: str, account: str, namespace: str) -> list[dict]:
+    """Every RBAC rule the service account holds in `namespace`: its RoleBindings there and its ClusterRoleBindings."""
+    docs = [d for d in yaml.safe_load_all((ROOT / "deploy/rbac.yaml").read_text()) if d]
+    roles = {(d["kind"], d["metadata"].get("namespace"), d["metadata"]["name"]): d for d in docs
+             if d["kind"] in ("Role", "ClusterRole")}
+    rules = []
+    for binding in docs:
+        if binding["kind"] == "RoleBinding" and binding["metadata"]["namespace"] != namespace:
+            continue
+        if binding["kind"] not in ("RoleBinding", "ClusterRoleBinding"):
+            continue
+        if not any(s["kind"] == "ServiceAccount" and s["name"] == account and s["namespace"] == account_namespace
+                   for s in binding["subjects"]):
+            continue
+        ref = binding["roleRef"]
+        role_namespace = binding["metadata"]["namespace"] if ref["kind"] == "Role" else None
+        rules += roles[(ref["kind"], role_namespace, ref["name"])]["rules"]
+    return rules
+
+
+def test_every_binding_names_a_service_account_that_exists_where_it_says():
+    docs = [d for d in yaml.safe_load_all((ROOT / "deploy/rbac.yaml").read_text()) if d]
+    accounts = {(d["metadata"]["namespace"], d["metadata"]["name"]) for d in docs if d["kind"] == "ServiceAccount"}
+    assert accounts == {(AGENTS, "gpu-watchdog"), (CONTROLLERS, "gpu-watchdog-controller")}
+    for binding in (d for d in docs if d["kind"] in ("RoleBinding", "ClusterRoleBinding")):
+        for subject in binding["subjects"]:
+            assert (subject["namespace"], subject["name"]) in accounts, binding["metadata"]["name"]
+
+
+def test_the_controller_reads_the_kill_switch_and_can_never_change_it():
+    """An operator's pause belongs to the operator: where the switch lives (the agents' namespace) the controller gets
+    `get` on it and no write verb at all, and neither does the agent."""
+    settings = controller_settings()
+    switch = Policy().action.kill_switch.name
+    assert settings.namespace == AGENTS  # where the kill switch and the budget live (the agents' namespace)
+    controller = rules_of(CONTROLLERS, "gpu-watchdog-controller", AGENTS)
+    assert grants(controller, "", "configmaps", "get", switch)
+    for verb in WRITES:
+        assert not grants(controller, "", "configmaps", verb, switch), verb
+        assert not grants(rules_of(AGENTS, "gpu-watchdog", AGENTS), "", "configmaps", verb, switch), verb
+
+
+def test_both_identities_may_take_budget_slots_and_nothing_broader():
+    budget = Policy().action.cluster_budget.name
+    for account_namespace, account in ((AGENTS, "gpu-watchdog"), (CONTROLLERS, "gpu-watchdog-controller")):
+        rules = rules_of(account_namespace, account, AGENTS)
+        assert grants(rules, "", "configmaps", "get", budget) and grants(rules, "", "configmaps", "update", budget)
+        for rule in rules:  # no write on ConfigMaps of the agents' namespace beyond the named ones
+            if "configmaps" in rule["resources"] and set(rule["verbs"]) & set(WRITES):
+                assert rule.get("resourceNames") == [budget], rule
+    agent = rules_of(AGENTS, "gpu-watchdog", AGENTS)
+    assert not grants(agent, "", "configmaps", "create", budget)  # the budget ships with the DaemonSet
+
+
+def test_the_controller_lives_in_its_own_restricted_namespace():
+    rbac = documents("deploy/rbac.yaml")
+    labels = {name: d["metadata"].get("labels", {}) for (kind, name), d in rbac.items() if kind == "Namespace"}
+    assert labels[CONTROLLERS]["pod-security.kubernetes.io/enforce"] == "restricted"
+    assert labels[AGENTS]["pod-security.kubernetes.io/enforce"] == "privileged"
+    for (kind, name), doc in documents("deploy/controller.yaml").items():
+        assert doc["metadata"]["namespace"] == CONTROLLERS, (kind, name)
+    settings = controller_settings()
+    assert settings.controller.lease_namespace == CONTROLLERS == Settings().controller.lease_namespace
+
+
+def test_the_controller_pod_meets_pod_security_restricted():
+    """The checks of the Pod Security Standards' restricted profile that a manifest can fail (Kubernetes docs,
+    "Pod Security Standards"): volume types, non-root, no privilege escalation, ALL capabilities dropped (only
+    NET_BIND_SERVICE may be added back), a RuntimeDefault or Localhost seccomp profile; no host namespaces."""
+    pod = documents("deploy/controller.yaml")[("Deployment", "gpu-watchdog-controller")]["spec"]["template"]["spec"]
+    allowed = {"configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim", "projected",
+               "secret"}
+    assert all(set(volume) - {"name"} <= allowed for volume in pod["volumes"])
+    assert not any(pod.get(key) for key in ("hostNetwork", "hostPID", "hostIPC"))
+    pod_context = pod.get("securityContext") or {}
+    for container in pod["containers"]:
+        context = {**pod_context, **(container.get("securityContext") or {})}
+        assert context["runAsNonRoot"] is True and context.get("runAsUser", 1) != 0
+        assert context["allowPrivilegeEscalation"] is False
+        assert context["capabilities"]["drop"] == ["ALL"] and set(context["capabilities"].get("add", [])) <= {
+            "NET_BIND_SERVICE"}
+        assert context["seccompProfile"]["type"] in ("RuntimeDefault", "Localhost")
+        assert context["readOnlyRootFilesystem"] is True
+        assert "controller" in container["image"].rsplit("/", 1)[-1]  # the Dockerfile's non-root target
+
+
+def test_the_controllers_policy_is_the_agents_policy():
+    """A volume mounts only a ConfigMap of its own namespace, so the policy is shipped twice: the copies must agree."""
+    agents = documents("deploy/daemonset.yaml")[("ConfigMap", "gpu-watchdog-policy")]
+    controller = documents("deploy/controller.yaml")[("ConfigMap", "gpu-watchdog-policy")]
+    assert controller["data"] == agents["data"]
+    assert (agents["metadata"]["namespace"], controller["metadata"]["namespace"]) == (AGENTS, CONTROLLERS)

@@ -43,7 +43,8 @@ async def replicas(tmp_path):
     try:
         for identity in ("replica-a", "replica-b"):
             settings = ControllerSettings(
-                listen_host="127.0.0.1", listen_port=0, token_file=str(token), lease_namespace="gpu-watchdog",
+                listen_host="127.0.0.1", listen_port=0, plain_http=True, token_file=str(token),
+                lease_namespace="gpu-watchdog",
                 identity=identity, lease_duration_seconds=LEASE, renew_deadline_seconds=RENEW,
                 retry_period_seconds=RETRY, cluster_evictions_per_minute=600, cluster_eviction_burst=5,
             )
@@ -117,15 +118,17 @@ async def test_run_controller_starts_leads_and_stops(tmp_path):
     settings = Settings.model_validate({
         "namespace": "gpu-watchdog",
         "kube": KubeSettings(access="url", url=server.url).model_dump(),
-        "controller": {"listen_host": "127.0.0.1", "listen_port": 0, "token_file": str(token), "identity": "solo",
+        "controller": {"listen_host": "127.0.0.1", "listen_port": 0, "plain_http": True, "token_file": str(token),
+                       "identity": "solo",
                        "lease_duration_seconds": LEASE, "renew_deadline_seconds": RENEW,
                        "retry_period_seconds": RETRY},
         "audit_log": str(tmp_path / "audit.jsonl"),
     })
     task = asyncio.create_task(run_controller(settings, stop=stop))
     try:
-        assert await poll(lambda: bool(server.objects("leases", "gpu-watchdog")), seconds=LEASE * 3)
-        assert server.objects("leases", "gpu-watchdog")[0]["spec"]["holderIdentity"] == "solo"
+        # The Lease is in the controller's own namespace (controller.lease_namespace), not the agents'.
+        assert await poll(lambda: bool(server.objects("leases", "gpu-watchdog-controller")), seconds=LEASE * 3)
+        assert server.objects("leases", "gpu-watchdog-controller")[0]["spec"]["holderIdentity"] == "solo"
     finally:
         stop.set()
         await asyncio.wait_for(task, timeout=10)

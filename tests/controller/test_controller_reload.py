@@ -44,7 +44,8 @@ async def controller(tmp_path):
     for namespace, name in (("team-b", "batch"), ("team-c", "job"), ("gpu-watchdog", "batch")):
         server.add_pod(namespace=namespace, name=name, requests={"nvidia.com/gpu": "1"})
     api = KubeApi.from_url(server.url, timeout=5.0)
-    settings = ControllerSettings(listen_host="127.0.0.1", listen_port=0, token_file=str(token), identity="solo",
+    settings = ControllerSettings(listen_host="127.0.0.1", listen_port=0, plain_http=True, token_file=str(token),
+                                  identity="solo",
                                   lease_duration_seconds=2.0, renew_deadline_seconds=1.5, retry_period_seconds=0.2,
                                   cluster_evictions_per_minute=600, cluster_eviction_burst=5)
     built = Controller(settings, api=api, policy=load_policy(str(policy_file)).action, policy_file=str(policy_file),

@@ -51,7 +51,8 @@ class Cluster:
         self.controllers: list[Controller] = []
 
     async def replica(self, identity: str, *, clock=None, **settings) -> Controller:
-        options = dict(listen_host="127.0.0.1", listen_port=0, token_file=str(self.token), identity=identity,
+        options = dict(listen_host="127.0.0.1", listen_port=0, plain_http=True, token_file=str(self.token),
+                       identity=identity,
                        lease_duration_seconds=LEASE, renew_deadline_seconds=RENEW, retry_period_seconds=RETRY,
                        cluster_evictions_per_minute=600, cluster_eviction_burst=5)
         api = KubeApi.from_url(self.server.url, timeout=5.0)
@@ -69,7 +70,7 @@ class Cluster:
                 if method == "POST" and path.endswith("/eviction") and "dryRun" not in query]
 
     def lease_holder(self) -> str:
-        return self.server.objects("leases", "gpu-watchdog")[0]["spec"]["holderIdentity"]
+        return self.server.objects("leases", "gpu-watchdog-controller")[0]["spec"]["holderIdentity"]  # lease_namespace
 
     async def close(self) -> None:
         for controller in self.controllers:

@@ -19,7 +19,7 @@ STARTS_AT = datetime(2026, 11, 30, 10, 0, tzinfo=timezone.utc).timestamp()  # co
 
 
 def gpu_pod(name: str, *, ns: str = "team-b", priority: int = 0, created: float = 0.0, res="nvidia.com/gpu", **kw):
-    kw.setdefault("node", "gpu-node-1")  # scheduled and Running (PodInfo's default phase): it holds its GPU
+    kw.setdefault("node", "node-1")  # scheduled and Running (PodInfo's default phase): it holds its GPU
     return PodInfo(uid=f"u-{name}", namespace=ns, name=name, priority=priority, created=created,
                    gpu_resources=(res,) if res else (), **kw)
 

@@ -71,6 +71,7 @@ def test_power_antagonist_on_another_mig_instance_is_found(detector, mig_attr):
     assert finding.culprit.key == "team-b/train"
     assert [v.key for v in finding.victims] == ["team-a/infer"]
     assert finding.resource == "power" and finding.domain == "gpu/GPU-0/power"
+    assert (finding.gpu_uuid, finding.mig_uuid) == ("GPU-0", "")  # the board's power is shared by its instances
     assert finding.severity is Severity.CRITICAL and finding.tenant == "team-b"
     assert ONSET + 2 <= finding.first_tick <= ONSET + 5
     assert finding.evidence["correlation"] >= 0.5 and finding.evidence["z_score"] > 3

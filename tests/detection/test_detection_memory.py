@@ -56,6 +56,7 @@ def test_pressure_needs_for_ticks_then_names_the_grower(shared_attr):
     assert f.evidence["culprit_growth_bytes"] == int(3.5 * GIB)
     assert f.evidence["relief_order"] == "team-b/train,team-a/infer"  # B is above its request and lower priority
     assert f.domain == "mig/MIG-s" and f.key == "memory_pressure/mig/MIG-s"
+    assert (f.gpu_uuid, f.mig_uuid) == ("GPU-0", "MIG-s")  # the device, for alerts and the controller
 
 
 def test_hysteresis_band_keeps_it_open_until_clearly_relieved(shared_attr):
@@ -84,6 +85,7 @@ def test_timesliced_gpu_is_a_shared_device(pods):
         processes = (proc(100, mem=40 * GIB, sm=0.3), proc(200, mem=39 * GIB + 700 * MIB, sm=0.3))
         found = pressure(detector.step(sample(t, [gpu("GPU-1", processes=processes, used=int(79.7 * GIB))]), attr))
     assert found and found[0].domain == "timeslice/GPU-1"
+    assert (found[0].gpu_uuid, found[0].mig_uuid) == ("GPU-1", "")
 
 
 def test_missing_memory_keeps_the_finding_open(shared_attr):

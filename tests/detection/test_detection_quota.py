@@ -84,16 +84,28 @@ def test_dram_share_on_a_timesliced_gpu():
         found = quota(detector.step(sample(t, [gpu("GPU-1", processes=processes)]), attr))
     [f] = found
     assert f.resource == "dram" and f.key == "quota/ml/dram/GPU-1" and round(f.needed, 3) == 0.2
+    assert (f.gpu_uuid, f.mig_uuid) == ("GPU-1", "")  # the one GPU whose DRAM time is over the share
 
 
-def test_mig_memory_warning_is_a_warning():
+def test_a_tenant_memory_breach_names_no_single_device():
+    detector = Detector(policy())
+    for t in range(8):
+        found = quota(detector.step(node(t, a_bytes=5 * GIB, b_bytes=8 * GIB), ATTR))
+    [f] = found
+    assert f.key == "quota/ml/memory" and (f.gpu_uuid, f.mig_uuid) == ("", "")
+
+
+def test_a_full_mig_instance_is_a_warning_of_its_own_kind_not_a_quota_breach():
     detector = Detector(policy(memory_warning_ratio=0.9, tenants={}))
     instance = mig("MIG-1", gi=1, used=int(9.5 * GIB), processes=(proc(1, mem=int(9.5 * GIB)),))
     attr = attribution(devices={"MIG-1": [ML1]}, processes={1: ML1})
     for t in range(3):
-        found = quota(detector.step(sample(t, [gpu("GPU-0", instances=(instance,))]), attr))
+        found = detector.step(sample(t, [gpu("GPU-0", instances=(instance,))]), attr)
+    assert not quota(found)  # no quota is configured, so none can be exceeded
     [f] = found
+    assert f.kind is FindingKind.MIG_MEMORY_WARNING and f.key == "mig-memory/MIG-1"
     assert f.severity is Severity.WARNING and f.domain == "mig/MIG-1" and f.culprit.key == "ml/a"
+    assert (f.gpu_uuid, f.mig_uuid) == ("GPU-0", "MIG-1")
 
 
 def test_unreadable_usage_is_reported_unobserved_with_its_last_seen_tick():

@@ -36,6 +36,7 @@ def test_process_on_a_device_never_given_to_its_pod():
     assert f.culprit.key == "team-b/sneak" and [v.key for v in f.victims] == ["team-a/owner"]
     assert f.key == "unauthorized/MIG-a/team-b/sneak" and f.evidence["used_memory_bytes"] == 2 * GIB
     assert f.severity is Severity.CRITICAL and f.tenant == "team-b"
+    assert (f.gpu_uuid, f.mig_uuid) == ("GPU-0", "MIG-a")
 
 
 @pytest.mark.parametrize(
@@ -155,6 +156,7 @@ def test_application_xid_on_a_gpu_instance_names_only_its_pod():
     [f] = only(FindingKind.XID, detector.step(mig_node(5, (event,)), ATTR))
     assert f.severity is Severity.WARNING and f.culprit.key == "team-b/sneak" and f.victims == ()
     assert f.key == "xid/GPU-0/gi2/13" and f.evidence["class"] == "application"
+    assert (f.gpu_uuid, f.mig_uuid) == ("GPU-0", "")  # a GPU instance may hold several MIG devices
 
 
 def test_reset_xid_without_instance_scopes_the_whole_gpu_and_holds_then_expires():

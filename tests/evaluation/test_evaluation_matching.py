@@ -161,12 +161,13 @@ def test_mig_fill_warning_is_scored_as_memory_warning_not_quota() -> None:
     truth = parse_truth({"quota": [{"tenant": "ml", "onset": 80, "offset": 220}],
                          "memory_warning": [{"pod": "batch/cache", "gpu": 0, "instance": 0, "onset": 100,
                                              "offset": 200}]}, source="t")
-    warning = {**finding("quota", reported=103, last=199, culprit="batch/cache", tenant="batch"),
-               "key": "quota/mig-memory/MIG-1", "severity": "warning"}
+    warning = {**finding("mig_memory_warning", reported=103, last=199, culprit="batch/cache", tenant="batch"),
+               "key": "mig-memory/MIG-1", "severity": "warning"}
     breach = {**finding("quota", reported=83, last=219, tenant="ml"), "key": "quota/ml/memory", "severity": "critical"}
     scored = score([warning, breach], truth, hysteresis={"quota": 4, "memory_warning": 4})
     assert scored_kind(warning) == "memory_warning" and scored_kind(breach) == "quota"
-    assert scored_kind({**warning, "severity": "critical"}) == "quota"  # only the report-only WARNING is set apart
+    # the row follows the kind alone: a quota WARNING is still a quota finding
+    assert scored_kind({**breach, "severity": "warning", "key": "quota/mig-memory/MIG-1"}) == "quota"
     q, w = scored.kinds["quota"], scored.kinds["memory_warning"]
     assert (q.findings, q.true_findings, q.detected) == (1, 1, 1)
     assert (w.findings, w.true_findings, w.detected, w.latencies) == (1, 1, 1, [3])
@@ -216,8 +217,8 @@ def test_recall_by_ticks_for_open_windows_and_missed_entries() -> None:
 
 def test_report_only_kind_counts_its_warning_ticks() -> None:
     truth = parse_truth({"memory_warning": [{"pod": "batch/cache", "onset": 0, "offset": 4}]}, source="t")
-    warning = {**finding("quota", reported=0, last=3, culprit="batch/cache"), "key": "quota/mig-memory/MIG-1",
+    warning = {**finding("mig_memory_warning", reported=0, last=3, culprit="batch/cache"), "key": "mig-memory/MIG-1",
                "severity": "warning"}
-    scored = score([warning], truth, episode_ticks={("quota/mig-memory/MIG-1", 0): dict.fromkeys(range(4), False)},
+    scored = score([warning], truth, episode_ticks={("mig-memory/MIG-1", 0): dict.fromkeys(range(4), False)},
                    end_tick=10)
     assert scored.kinds["memory_warning"].coverages == [1.0]

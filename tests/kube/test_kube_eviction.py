@@ -122,6 +122,23 @@ async def test_forbidden_names_the_rbac_rule(server, kube):
     assert 'cannot create resource "pods/eviction"' in reply.message
 
 
+def test_an_admission_policy_denial_is_blocked_not_an_api_failure():
+    """deploy/admission-policy.yaml refusing a pod (its namespace did not opt in) is the cluster's answer about that
+    pod: BLOCKED, backed off per pod, not an ERROR that holds every send of the node. The message is the API
+    server's (apiserver pkg/admission/plugin/policy/validating/dispatcher.go, admission.NewForbidden)."""
+    message = ('pods "batch-0" is forbidden: ValidatingAdmissionPolicy \'gpu-watchdog-evictions\' with binding '
+               '\'gpu-watchdog-evictions\' denied request: gpu-watchdog may not evict in namespace team-b: it does '
+               'not carry the label gpu-watchdog.io/evictable="true"')
+    for status in (403, 422):  # Forbidden as the policy sets it; Invalid when a validation names no reason
+        reply = classify_eviction(status, {"kind": "Status", "status": "Failure", "message": message,
+                                           "reason": "Forbidden"}, dry_run=True)
+        assert reply.result is EvictionResult.BLOCKED and "admission policy" in reply.message
+        assert "team-b" in reply.message
+    rbac = classify_eviction(403, {"message": 'pods "x" is forbidden: User "u" cannot create resource'},
+                             dry_run=False)
+    assert rbac.result is EvictionResult.ERROR and rbac.message.startswith(RBAC_EVICTION)
+
+
 async def test_server_error_is_error(server, kube):
     pod = server.add_pod(namespace="ml", name="low")
     server.fail_next(1, status=500)

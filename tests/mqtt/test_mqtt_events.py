@@ -40,6 +40,8 @@ def finding(**changes) -> Finding:
         key="interference/gi/GPU-1/3/team-b/hog-7",
         domain="gi/GPU-1/3",
         resource="dram",
+        gpu_uuid="GPU-1",
+        mig_uuid="MIG-1-3",
         severity=Severity.WARNING,
         first_tick=5,
         last_tick=7,
@@ -102,6 +104,7 @@ def test_first_snapshot_announces_status_and_open_findings():
     assert (new["first_tick"], new["last_tick"], new["severity"]) == (5, 7, "warning")
     assert new["evidence"] == {"deviation": 0.4, "correlation": 0.9, "signal": "dram_bw"}
     assert (new["key"], new["tick"], new["schema"]) == (finding().key, 7, 1)
+    assert (new["gpu_uuid"], new["mig_uuid"]) == ("GPU-1", "MIG-1-3")
     json.dumps(events, allow_nan=False)  # every payload is plain JSON
 
 

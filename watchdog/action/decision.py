@@ -11,6 +11,7 @@ use of the contended resource, then youngest.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Iterable, Sequence
 
 from watchdog.action.eligibility import Refusal, refusal, tenant_of
@@ -22,6 +23,7 @@ from watchdog.model import (
     EvictionResult,
     Finding,
     FindingKind,
+    REPORT_ONLY_KINDS,
     PodInfo,
     PodRef,
     Severity,
@@ -31,10 +33,13 @@ from watchdog.model import (
 def decide(
     findings: Iterable[Finding], attribution: Attribution, *, policy: ActionPolicy, now: float
 ) -> list[Decision]:
-    """One or more decisions per finding (more only for an Xid drain); `now` is kept for replayable signatures."""
+    """One or more decisions per finding (more only for an Xid drain), none for a report-only kind (never an
+    eviction reason, so nothing to count or audit); `now` is kept for replayable signatures."""
     del now  # the rules are timeless; persistence and cooldowns are pacing's job
     decisions: list[Decision] = []
     for finding in findings:
+        if finding.kind in REPORT_ONLY_KINDS:
+            continue
         decisions.extend(_decide_one(finding, attribution, policy))
     return decisions
 
@@ -68,26 +73,63 @@ def _decide_one(finding: Finding, attribution: Attribution, policy: ActionPolicy
 
 
 def _interference(finding: Finding, attribution: Attribution, policy: ActionPolicy) -> Decision:
-    culprit = _culprit(finding, attribution, policy)
-    if isinstance(culprit, Decision):
-        return culprit
+    """The culprit, or a co-driver of the same contention in relief order; each protects only the victims it is
+    strictly lower than, so a victim that is not above it (a batch pod whose clock fell too) never vetoes the relief
+    of those that are. Co-drivers only reorder a relief the culprit itself would bring: when the culprit may not go
+    (protected, or above every victim: a high-priority pod's own ramp capped the GPU), nobody goes, and a steady
+    neighbour is never evicted for a change it did not make."""
+    if finding.culprit is None:
+        return _stop(finding, EvictionResult.UNSAFE, "finding names no culprit pod")
+    culprit = attribution.pod(finding.culprit)
+    if culprit is None:
+        return _stop(finding, EvictionResult.UNSAFE, f"culprit {finding.culprit.key} is not in the pod cache")
+    if not culprit.live:
+        # Terminating or ended: what it drove is about to be freed; evicting anybody else now could over-evict.
+        return _refused(finding, culprit, refusal(culprit, policy) or Refusal(EvictionResult.GONE, "not live"))
     victims, missing = _victims(finding, attribution)
     if missing:
         return _stop(finding, EvictionResult.UNSAFE, f"victim {missing.key} is not in the pod cache", culprit)
     live = [v for v in victims if v.live]
     if not live:
         return _stop(finding, EvictionResult.NO_CANDIDATE, "no live victim left to protect", culprit)
-    not_lower = [v for v in live if culprit.priority >= v.priority]
-    if not_lower:
-        v = min(not_lower, key=lambda p: p.priority)  # name the victim that binds
-        return _stop(
-            finding,
-            EvictionResult.NOT_LOWER_PRIORITY,
-            f"culprit priority {culprit.priority} is not lower than victim {v.namespace}/{v.name}'s {v.priority}",
-            culprit,
-            protects=live,
-        )
-    return _go(finding, culprit, protects=live)
+    drivers = _drivers(finding, culprit, victims)
+    terminating = next((p for p in drivers if p.deleting), None)
+    if terminating is not None:
+        detail = f"{terminating.namespace}/{terminating.name}, a driver of this contention, is terminating"
+        return _stop(finding, EvictionResult.ALREADY_EVICTED, detail, terminating)
+    refused = refusal(culprit, policy)
+    if refused:
+        return _refused(finding, culprit, refused, protects=_above(live, culprit))
+    if not _above(live, culprit):
+        v = max(live, key=lambda p: p.priority)  # the victim that binds: the one closest to being protected
+        detail = f"culprit priority {culprit.priority} is not lower than victim {v.namespace}/{v.name}'s {v.priority}"
+        return _stop(finding, EvictionResult.NOT_LOWER_PRIORITY, detail, culprit)
+    for pod in drivers:  # the culprit is among them and may go: one of them does
+        protects = _above(live, pod)
+        if pod.uid == culprit.uid or (protects and refusal(pod, policy) is None):
+            return _go(finding, pod, protects=protects, co_driver_of=None if pod.uid == culprit.uid else culprit)
+    raise AssertionError("unreachable: the culprit is a driver")
+
+
+def _above(victims: Sequence[PodInfo], pod: PodInfo) -> list[PodInfo]:
+    """The victims an eviction of `pod` protects: exactly those strictly above it in priority."""
+    return [v for v in victims if v.uid != pod.uid and v.priority > pod.priority]
+
+
+# A victim of the same finding drives the contention with the culprit when it is not above the culprit in priority
+# and uses at least this share of what the culprit uses of the contended resource (the finding's `usage`: on a power
+# domain, activity × the instance's share of the GPU). Two batch pods that cap a GPU only together each draw a
+# comparable part; a small pod whose clock merely fell with everybody else's does not, and is never a candidate.
+CO_DRIVER_USE_SHARE = 0.5
+
+
+def _drivers(finding: Finding, culprit: PodInfo, victims: Sequence[PodInfo]) -> list[PodInfo]:
+    """The culprit and its co-drivers, in relief order: lowest priority first (the kubelet's order among pods that
+    use the starved resource, pkg/kubelet/eviction/helpers.go), then larger use, the culprit first among equals."""
+    least = CO_DRIVER_USE_SHARE * _use(finding, culprit)
+    co = [v for v in victims if v.uid != culprit.uid and v.priority <= culprit.priority and least > 0
+          and _use(finding, v) >= least]
+    return sorted([culprit, *co], key=lambda p: (p.priority, p.uid != culprit.uid, -_use(finding, p), -p.created))
 
 
 def _memory_pressure(finding: Finding, attribution: Attribution, policy: ActionPolicy) -> Decision:
@@ -256,11 +298,18 @@ def _request(finding: Finding, pod: PodInfo, protects: Sequence[PodInfo]) -> Evi
     )
 
 
-def _go(finding: Finding, pod: PodInfo, *, protects: Sequence[PodInfo]) -> Decision:
+def _go(
+    finding: Finding, pod: PodInfo, *, protects: Sequence[PodInfo], co_driver_of: PodInfo | None = None
+) -> Decision:
+    request = _request(finding, pod, protects)
+    if co_driver_of is not None:  # say why the pod that goes is not the one the finding names
+        note = (f"; it drives the contention with {co_driver_of.namespace}/{co_driver_of.name} (priority "
+                f"{co_driver_of.priority}) and goes first: lowest priority first")
+        request = replace(request, message=request.message + note)
     return Decision(
         finding_key=finding.key,
         finding_kind=finding.kind,
-        request=_request(finding, pod, protects),
+        request=request,
         result=None,
         reason=finding.kind.value,
         namespace=pod.namespace,

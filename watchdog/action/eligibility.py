@@ -5,15 +5,17 @@ is protected for one is protected for the other. PURE: no I/O, no asyncio.
 
 The protected cases follow the descheduler's defaults (kubernetes-sigs/descheduler, pkg/descheduler/evictions/
 evictions.go: DaemonSet pods, mirror/static pods, pods at or above a priority threshold, pods already terminating)
-plus the namespace list and the opt-out annotation of this project.
+plus the namespace list and the opt-out annotation of this project. The part no policy can remove is the floor
+(floor.py), checked first; the policy only adds to it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from watchdog.action.floor import annotated, floor_protection
 from watchdog.config.action import ActionPolicy
-from watchdog.model import MIRROR_ANNOTATION, EvictionResult, PodInfo
+from watchdog.model import EvictionResult, PodInfo
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,19 +39,16 @@ def refusal(pod: PodInfo, policy: ActionPolicy) -> Refusal | None:
 
 
 def protection(pod: PodInfo, policy: ActionPolicy) -> str | None:
-    """Why a live pod is protected, or None."""
+    """Why a live pod is protected, or None: the floor first (no policy removes it), then what the policy adds."""
+    floor = floor_protection(pod)
+    if floor:
+        return floor
     if pod.priority >= policy.priority_floor:
         return f"priority {pod.priority} is at or above the floor {policy.priority_floor}"
     if pod.namespace in policy.protected_namespaces:
         return f"namespace {pod.namespace} is protected"
-    if str(pod.annotations.get(policy.protected_annotation, "")).strip().lower() == "true":
+    if annotated(pod, policy.protected_annotation):
         return f"annotated {policy.protected_annotation}=true"
-    if pod.owner_kind == "DaemonSet":
-        # A DaemonSet pod comes straight back on the same node: evicting it relieves nothing.
-        return "DaemonSet pod"
-    if pod.mirror or pod.owner_kind == "Node" or MIRROR_ANNOTATION in pod.annotations:
-        # The Eviction API cannot remove a static pod: the kubelet recreates its mirror at once.
-        return "static/mirror pod"
     return None
 
 

@@ -8,14 +8,15 @@ and counts every result. Every decision it is handed ends with exactly one resul
 observe sends nothing; dry-run sends only dryRun=All (the PDB check still runs server-side, so the answer says
 whether the eviction would be allowed — kubernetes pkg/registry/core/pod/storage/eviction.go, checkAndDecrement);
 enforce evicts. Right before each send the
-kill switch is re-read (`SendGate.confirm`), so an operator's pause stops the very next request.
+kill switch is re-read (`SendGate.confirm`), so an operator's pause stops the very next request, and then one slot
+of the cluster-wide budget is taken (send_budget.py): a refused slot ends the decision as rate_limited.
 
 A decision is older than its send: it was made on the pod cache (whose watch may have stalled for up to its idle
-limit, 150 s) and before the awaits of the send itself (the kill-switch GET, the pod GET), during which a policy
-reload may land. So, with `recheck_pods`, the pod is read once more just before the request, and after the last
-await the CURRENT policy is applied again: observe mode sends nothing, a pod protected now (annotation, namespace,
-priority floor), terminating, ended or replaced (another uid) is not sent for. A reload never escalates a decision
-already in flight: dry-run at decision time stays dry-run.
+limit, 150 s) and before the awaits of the send itself (the kill-switch GET, the budget slot, the pod GET), during
+which a policy reload may land. So, with `recheck_pods`, the pod is read once more just before the request, and
+after the last await the CURRENT policy is applied again: observe mode sends nothing, a pod protected now
+(annotation, namespace, priority floor), terminating, ended or replaced (another uid) is not sent for. A reload
+never escalates a decision already in flight: dry-run at decision time stays dry-run.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from typing import Callable, Iterable, Mapping, Protocol
 from watchdog.action.audit import AuditLog, audit_record
 from watchdog.action.eligibility import Refusal, protection, refusal
 from watchdog.action.pacing import Pacer
+from watchdog.action.send_budget import SendBudget, take_slot
 from watchdog.config.action import ActionPolicy
 from watchdog.model import (ActionOutcome, ActionRecord, ActionReport, Decision, EvictionRequest, EvictionResult, Mode,
                             PodInfo, PodRef)
@@ -107,10 +109,12 @@ class Evictor:
         kill_switch: SendGate | None,
         recheck_pods: bool = False,
         component: str = COMPONENT,
+        budget: SendBudget | None = None,
     ) -> None:
         """`kill_switch`: the gate asked before every decision and re-read before every send; None means no switch
         is configured (never paused) and must be said explicitly. `recheck_pods`: GET each pod right before its
-        request and decide again on what the API server has now (the agent, whose pods come from a watch cache)."""
+        request and decide again on what the API server has now (the agent, whose pods come from a watch cache).
+        `budget`: the cluster-wide ceiling, one slot taken after the switch's re-read; None means no ceiling."""
         self._api = api
         self._policy = policy
         self._pacer = pacer
@@ -118,6 +122,7 @@ class Evictor:
         self._clock = clock
         self._node = node
         self._kill_switch = kill_switch
+        self._budget = budget
         self._recheck_pods = recheck_pods
         self._component = component
         self._counts: Counter[tuple[str, str, str]] = Counter()
@@ -181,6 +186,10 @@ class Evictor:
         blocked = await self._confirm_switch()
         if blocked:
             return self._account(decision, EvictionResult.PAUSED, detail=blocked, now=self._clock(), mode=mode)
+        spent = await take_slot(self._budget, request.pod.key)  # taken before the re-read: never given back
+        if spent:
+            self._pacer.hold(request, now=self._clock())  # not one budget GET per cycle for a standing decision
+            return self._account(decision, EvictionResult.RATE_LIMITED, detail=spent, now=self._clock(), mode=mode)
         fresh: PodInfo | None = None
         if self._recheck_pods:
             fresh, failure = await self._reread(request)

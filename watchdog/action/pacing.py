@@ -137,10 +137,15 @@ class Pacer:
     ) -> list[Decision]:
         """The same decisions, those still to send turned into PENDING/COOLDOWN/RATE_LIMITED/... when they must wait."""
         self._forget_expired(now)
+        policy = self._policy
         by_key: Mapping[str, Finding] = {f.key: f for f in findings}
         available = self._bucket.refill(now)
         granted_pods: set[str] = set()
         granted_findings: set[str] = set()
+        # A grant this cycle starts its tenant's and its workload's cooldowns as surely as one recorded last cycle:
+        # without this, any burst > 1 let two findings of one cycle evict two pods of one tenant (or workload).
+        granted_tenants: set[str] = set()
+        granted_lineages: set[str] = set()
         paced = []
         for decision in decisions:
             if decision.result is not None or decision.request is None:
@@ -160,9 +165,19 @@ class Pacer:
                 rate = self._policy.node_evictions_per_minute
                 burst = self._bucket.capacity
                 wait = (EvictionResult.RATE_LIMITED, f"token bucket empty ({rate:g}/min, burst {burst:g})")
+            tenant = self._tenants.get(request.pod.key, request.pod.namespace)
+            lineage = self._lineage_of(request.pod)
+            if wait is None and tenant in granted_tenants:
+                wait = (EvictionResult.COOLDOWN, f"tenant cooldown for {tenant} (another of its pods goes this cycle)")
+            if wait is None and lineage in granted_lineages:
+                wait = (EvictionResult.COOLDOWN, f"workload {lineage} (another of its pods goes this cycle)")
             if wait is None:
                 granted_pods.add(request.pod.key)
                 granted_findings.add(decision.finding_key)
+                if policy.tenant_cooldown_seconds > 0:
+                    granted_tenants.add(tenant)
+                if policy.pod_cooldown_seconds > 0:  # a lineage's first cooldown is the pod cooldown
+                    granted_lineages.add(lineage)
                 paced.append(decision)
             else:
                 paced.append(replace(decision, result=wait[0], detail=wait[1]))

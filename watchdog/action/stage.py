@@ -15,6 +15,7 @@ from watchdog.action.audit import AuditLog
 from watchdog.action.decision import decide
 from watchdog.action.evictor import EVENT_REASONS, EvictionApi, Evictor, SendGate
 from watchdog.action.pacing import DONE, Pacer, PastAttempt
+from watchdog.action.send_budget import SendBudget
 from watchdog.config.action import ActionPolicy
 from watchdog.config.runtime import RuntimePolicy
 from watchdog.model import ActionReport, Attribution, Decision, EvictionResult, Finding, PodRef
@@ -51,8 +52,10 @@ class ActionStage:
         audit: AuditLog,
         node: str,
         kill_switch: SendGate | None,
+        budget: SendBudget | None = None,
     ) -> None:
-        """`kill_switch` must be given: the KillSwitch, or None when no switch is configured (never paused)."""
+        """`kill_switch` must be given: the KillSwitch, or None when no switch is configured (never paused).
+        `budget`: the cluster-wide eviction budget a send takes a slot of; None means no cluster-wide ceiling."""
         self._policy = policy
         self._clock = clock
         self._node = node
@@ -60,7 +63,7 @@ class ActionStage:
         self.pacer = Pacer(policy, started=clock())  # empty bucket at process start: no burst per restart
         self.evictor = Evictor(
             api, policy=policy, pacer=self.pacer, audit=audit, clock=clock, node=node, kill_switch=kill_switch,
-            recheck_pods=True,
+            recheck_pods=True, budget=budget,
         )
         self.last_decisions: list[Decision] = []
         self.restored = 0  # attempts read back by restore_from_api()

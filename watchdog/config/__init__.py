@@ -18,7 +18,7 @@ from watchdog.config.attribution import AttributionSettings
 from watchdog.config.controller import ControllerSettings
 from watchdog.config.detection import DetectionPolicy
 from watchdog.config.kube import KubeSettings
-from watchdog.config.loading import ConfigError, deep_merge, env_overrides, read_yaml, validate
+from watchdog.config.loading import ConfigError, MalformedFile, deep_merge, env_overrides, read_yaml, validate
 from watchdog.config.mqtt import MqttSettings
 from watchdog.config.publishing import PublishingSettings
 from watchdog.config.policy import Policy
@@ -33,15 +33,18 @@ __all__ = [
     "ControllerSettings",
     "DetectionPolicy",
     "KubeSettings",
+    "MalformedFile",
     "MqttSettings",
     "Policy",
     "PublishingSettings",
     "SamplingSettings",
     "SignalsSettings",
     "Settings",
+    "check_data",
     "check_file",
     "load_policy",
     "load_settings",
+    "read_yaml",
 ]
 
 
@@ -90,10 +93,15 @@ def check_file(path: str | Path) -> tuple[str, list[tuple[str, str]]]:
         data = read_yaml(path)
     except ConfigError as exc:
         return "YAML", exc.problems
+    return check_data(data, source=str(path))
+
+
+def check_data(data: Mapping[str, Any], *, source: str) -> tuple[str, list[tuple[str, str]]]:
+    """Validate parsed settings or policy data; returns (what it was taken for, problems)."""
     # Settings have no top-level detection/action: a file naming either is a policy (a stray key is then its error).
     kind, model = ("policy", Policy) if set(data) & {"detection", "action"} else ("settings", Settings)
     try:
-        validate(model, data, source=str(path))
+        validate(model, data, source=source)
     except ConfigError as exc:
         return kind, exc.problems
     return kind, []

@@ -7,12 +7,16 @@ dry-run, a priority floor far below system-critical, Xid report-only, a slow nod
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from watchdog.config._base import Section
 from watchdog.model import FindingKind, Mode
 
 PROTECTED_ANNOTATION = "gpu-watchdog.io/protected"
+# The built-in PriorityClass system-cluster-critical (kubernetes/website, docs/concepts/scheduling-eviction/
+# pod-priority-preemption.md; scheduling/v1 PriorityClass): no policy may set a floor above it, because pods at or
+# above it are never evicted whatever the policy says (watchdog.action.floor, which explains the rest of the floor).
+SYSTEM_CLUSTER_CRITICAL = 2_000_000_000
 
 
 class KindPolicy(Section):
@@ -47,16 +51,31 @@ class KillSwitch(Section):
     )
 
 
+class ClusterBudget(Section):
+    """A ceiling on evictions by every agent and the controller together: at most `max_evictions` sends per
+    `window_seconds`, counted in one ConfigMap that each sender updates with a resourceVersion compare-and-swap."""
+
+    enabled: bool = Field(False, description="Take a slot of the cluster-wide budget before every send.")
+    max_evictions: int = Field(10, ge=1, le=1000, description="Sends allowed per window, cluster-wide.")
+    window_seconds: float = Field(3600.0, gt=0, description="The sliding window the ceiling counts over.")
+    namespace: str | None = Field(None, description="Namespace of the ConfigMap; None means the agent's own.")
+    name: str = Field("gpu-watchdog-eviction-budget", min_length=1, description="Name of the ConfigMap.")
+
+
 class ActionPolicy(Section):
     """Whether, whom and how often the agent evicts."""
 
     mode: Mode = Field(Mode.DRY_RUN, description="observe: send nothing; dry-run: dryRun=All only; enforce: evict.")
     priority_floor: int = Field(
         1_000_000,
-        description="Never evict a pod whose priority is at or above this (system-cluster-critical is 2000000000).",
+        description="Never evict a pod whose priority is at or above this; at most 2000000000 (system-cluster-"
+        "critical), above which nothing is ever evicted anyway: a larger value can only be a mistake.",
     )
     protected_namespaces: tuple[str, ...] = Field(
-        ("kube-system",), description="Namespaces never evicted from; the agent adds its own namespace at runtime."
+        ("kube-system",),
+        description="Namespaces never evicted from, besides those always protected (watchdog.action.floor: every "
+        "kube-* namespace, gpu-watchdog, gpu-watchdog-controller, the running process's own); a policy can add "
+        "namespaces, never remove those.",
     )
     protected_annotation: str = Field(
         PROTECTED_ANNOTATION, min_length=1, description='Pods annotated with this key set to "true" are never evicted.'
@@ -101,6 +120,19 @@ class ActionPolicy(Section):
     )
     retry_backoff_max_seconds: float = Field(600.0, gt=0, description="Backoff doubles up to this.")
     kill_switch: KillSwitch = Field(KillSwitch(), description="ConfigMap that pauses every eviction.")
+    cluster_budget: ClusterBudget = Field(
+        ClusterBudget(), description="Cluster-wide ceiling on sends (dry-run sends count too), kept in a ConfigMap."
+    )
+
+    @field_validator("priority_floor")
+    @classmethod
+    def _floor_within_reach(cls, value: int) -> int:
+        if value > SYSTEM_CLUSTER_CRITICAL:
+            raise ValueError(
+                f"{value} is above system-cluster-critical ({SYSTEM_CLUSTER_CRITICAL}); pods at or above it are never "
+                "evicted whatever the policy says, so a higher floor can only be a mistake"
+            )
+        return value
 
     def for_kind(self, kind: FindingKind) -> KindPolicy:
         """The per-kind policy of a finding kind."""

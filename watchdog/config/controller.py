@@ -24,7 +24,11 @@ class ControllerSettings(Section):
         min_length=1,
         description="File holding the bearer token Alertmanager sends; re-read when it changes.",
     )
-    lease_namespace: str = Field("gpu-watchdog", min_length=1, description="Namespace of the leader Lease.")
+    lease_namespace: str = Field(
+        "gpu-watchdog-controller",
+        min_length=1,
+        description="The controller's own namespace (always protected): its leader Lease and handled-firings record.",
+    )
     lease_name: str = Field("gpu-watchdog-controller", min_length=1, description="Name of the leader Lease.")
     identity: str | None = Field(None, description="This replica's holder identity; None means the hostname.")
     lease_duration_seconds: float = Field(15.0, gt=0, description="How long a Lease stays valid without renewal.")
@@ -35,6 +39,33 @@ class ControllerSettings(Section):
     )
     cluster_eviction_burst: int = Field(1, ge=1, description="Cluster-wide token bucket capacity.")
     max_body_bytes: int = Field(ONE_MIB, gt=0, description="Larger webhook bodies are refused with 413.")
+    max_alerts_per_request: int = Field(
+        50,
+        ge=1,
+        description="New eviction alerts acted on per webhook request; the rest are answered as skipped (a later "
+        "delivery of the group brings them again), so one large group cannot hold the controller.",
+    )
+    tls_cert_file: str = Field(
+        "/etc/gpu-watchdog/tls/tls.crt",
+        min_length=1,
+        description="PEM certificate (chain) the webhook serves, e.g. a cert-manager Secret's tls.crt; re-read when "
+        "it changes.",
+    )
+    tls_key_file: str = Field(
+        "/etc/gpu-watchdog/tls/tls.key", min_length=1, description="PEM private key of tls_cert_file (tls.key)."
+    )
+    plain_http: bool = Field(
+        False, description="Serve plain HTTP instead of HTTPS: only behind something that encrypts for us (a mesh)."
+    )
+    idle_timeout_seconds: float = Field(
+        30.0,
+        gt=0,
+        description="A connection idle this long (before its first request, between requests, or while a TLS "
+        "handshake or a request body trickles in) is closed.",
+    )
+    max_connections: int = Field(
+        64, ge=1, description="Concurrent connections served; more are closed at once (Alertmanager retries)."
+    )
     dedupe_entries: int = Field(10_000, gt=0, description="How many (fingerprint, startsAt) keys are remembered.")
     handled_configmap: str = Field(
         "gpu-watchdog-controller-handled",

@@ -11,8 +11,9 @@ import os
 from pathlib import Path
 from typing import Any, Iterable, Mapping, TypeVar
 
-import yaml
 from pydantic import BaseModel, ValidationError
+
+from watchdog.config.yaml_reader import MalformedYaml, parse_yaml
 
 ENV_PREFIX = "GPU_WATCHDOG_"
 
@@ -29,22 +30,32 @@ class ConfigError(ValueError):
         super().__init__(f"{source}: {len(problems)} invalid field(s)\n{lines}")
 
 
+class MalformedFile(ConfigError):
+    """A file that is not readable YAML at all: not UTF-8, a syntax error, a duplicate key, nesting too deep, an
+    integer too large. ``str()`` is "FILE:LINE: reason" (LINE 1-based; absent when the parser gave none)."""
+
+    def __init__(self, source: str, reason: str, line: int | None) -> None:
+        self.line, self.reason = line, reason
+        super().__init__(source, [(f"line {line}" if line is not None else "(document)", reason)])
+        self.args = (f"{source}:{line}: {reason}" if line is not None else f"{source}: {reason}",)
+
+
 def read_yaml(path: str | Path) -> dict[str, Any]:
-    """Parse a YAML mapping; syntax errors and non-mappings become a ConfigError naming the file."""
+    """Parse a YAML mapping; anything but a mapping, as YAML text, is a MalformedFile naming the file and line."""
+    raw = Path(path).read_bytes()
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ConfigError(str(path), [("(document)", f"not UTF-8 text: {exc.reason} at byte {exc.start}")]) from None
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise MalformedFile(str(path), f"not UTF-8 text: {exc.reason} at byte {exc.start}", line) from None
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark is not None else "(document)"
-        raise ConfigError(str(path), [(where, f"YAML syntax error: {getattr(exc, 'problem', exc)}")]) from exc
+        data = parse_yaml(text)
+    except MalformedYaml as exc:
+        raise MalformedFile(str(path), f"YAML: {exc.reason}", exc.line) from None
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise ConfigError(str(path), [("(document)", "the top level must be a mapping of sections")])
+        raise MalformedFile(str(path), "the top level must be a mapping of sections", 1)
     return data
 
 

@@ -18,13 +18,22 @@ _FORBIDDEN_IN_TOPIC = ("+", "#", "\x00")
 class MqttSettings(Section):
     enabled: bool = Field(False, description="Publish findings, actions, Xids and status to an MQTT broker.")
     host: str = Field("localhost", min_length=1, description="Broker host name or address.")
-    port: int = Field(1883, ge=1, le=65535, description="Broker TCP port (1883 is MQTT without TLS).")
+    port: int = Field(1883, ge=1, le=65535, description="Broker TCP port (1883 is MQTT without TLS, 8883 with).")
     topic_prefix: str = Field(
         "gpu-watchdog", min_length=1, description="First topic level(s); topics are <prefix>/<node>/<event>."
     )
     username: str | None = Field(None, description="User name sent in CONNECT; None connects anonymously.")
     password_file: str | None = Field(
         None, description="File holding the password (a mounted Secret); read at every connect, so rotation works."
+    )
+    tls: bool = Field(False, description="Connect over TLS (port 8883 by IANA's registry); the broker is verified.")
+    ca_file: str | None = Field(
+        None, description="PEM CA bundle the broker's certificate must chain to; None uses the system trust store."
+    )
+    cert_file: str | None = Field(None, description="PEM client certificate, for a broker that requires one (mTLS).")
+    key_file: str | None = Field(None, description="PEM private key of cert_file.")
+    tls_check_hostname: bool = Field(
+        True, description="Require the broker's certificate to name `host`; off only to reach it by another address."
     )
     client_id: str = Field("", description="MQTT client identifier; empty means 'gpu-watchdog-<node>'.")
     qos: int = Field(1, ge=0, le=1, description="QoS of every event: 1 = at least once (duplicates possible), 0 = at most once.")
@@ -49,6 +58,14 @@ class MqttSettings(Section):
         if value.startswith("/") or value.endswith("/") or "//" in value:
             raise ValueError("must not start or end with '/' nor contain an empty level")
         return value
+
+    @model_validator(mode="after")
+    def _tls_files_need_tls(self) -> "MqttSettings":
+        if not self.tls and (self.ca_file or self.cert_file or self.key_file):
+            raise ValueError("ca_file, cert_file and key_file need tls: true")
+        if bool(self.cert_file) != bool(self.key_file):
+            raise ValueError("cert_file and key_file go together")
+        return self
 
     @model_validator(mode="after")
     def _backoff_is_ordered(self) -> "MqttSettings":

@@ -14,3 +14,9 @@ class PublishingSettings(Section):
         "per scrape at 56 MIG instances. Off by default: an in-cluster scrape is cheaper to send than to compress.",
     )
     gzip_level: int = Field(1, ge=1, le=9, description="gzip level of /metrics (1 = fastest; bodies are cached).")
+    idle_timeout_seconds: float = Field(
+        30.0, gt=0, description="A connection idle this long (before its first request or between requests) is closed."
+    )
+    max_connections: int = Field(
+        32, ge=1, description="Concurrent connections served; more are closed at once (a scraper needs one or two)."
+    )

@@ -1,8 +1,11 @@
 """The controller's HTTP face: Alertmanager posts here, and eviction alerts become paced, audited evictions.
 
 Alertmanager retries a notification on any 5xx and not on 4xx (alertmanager notify/webhook: `RetryOnStatus`), so
-the answers are chosen for that: 401/400/413 for requests that will never succeed, 503 from a replica that does not
-hold the Lease (Alertmanager then retries, reaching the leader), 503 when pods could not be listed. Decisions go
+the answers are chosen for that: 401/400/413 for requests that will never succeed (400 too for a body Python's
+json cannot take, or a label that cannot name a pod: never a 500, never a retryable 503), 408 for a body that
+trickles in, 503 from a replica that does not hold the Lease (Alertmanager then retries, reaching the leader), 503
+when pods could not be listed. One request's work is bounded and a request with nothing to act on never waits for
+the lock (intake.py). Decisions go
 through the same refusal rules as the node agent (priority floor, protected namespaces, DaemonSet/static pods…)
 and the same Evictor, paced by a cluster-wide token bucket.
 
@@ -26,9 +29,10 @@ from aiohttp import web
 from watchdog.action import Evictor, Pacer
 from watchdog.config.action import ActionPolicy
 from watchdog.config.controller import ControllerSettings
+from watchdog.controller.intake import SharedPods, take_in
 from watchdog.controller.ledger import HandledFirings, MemoryLedger, firing_key
 from watchdog.controller.outcome import STILL_THERE, outcome_unknown, parse_unknown_entry, pod_fate, unknown_entry
-from watchdog.controller.selection import decide_alert
+from watchdog.controller.selection import decide_alert, unplaced
 from watchdog.controller.webhook import AlertTarget, Deduper, WebhookError, parse_payload, select_targets
 from watchdog.model import ActionOutcome, Decision, EvictionResult, PodInfo
 
@@ -114,6 +118,7 @@ class WebhookHandler:
         self._tokens = TokenFile(settings.token_file)
         self._dedupe = Deduper(settings.dedupe_entries)
         self._lock = asyncio.Lock()
+        self._request_pods: SharedPods | None = None  # the pods listed while the request holding the lock is handled
         self.requests: dict[int, int] = {}
 
     def application(self) -> web.Application:
@@ -140,25 +145,49 @@ class WebhookHandler:
         return response
 
     async def _answer(self, request: web.Request) -> web.Response:
-        if not self._tokens.accepts(request.headers.get("Authorization")):
+        authorization = request.headers.get("Authorization")
+        if authorization is not None and not _is_utf8(authorization):
+            return _error(400, "the Authorization header is not valid UTF-8")
+        if not self._tokens.accepts(authorization):
             return _error(401, "missing or invalid bearer token", headers={"WWW-Authenticate": "Bearer"})
         try:
-            body = await request.read()
+            async with asyncio.timeout(self._settings.idle_timeout_seconds):
+                body = await request.read()
         except web.HTTPRequestEntityTooLarge:
             return _error(413, f"body larger than {self._settings.max_body_bytes} bytes")
+        except TimeoutError:
+            return _error(408, f"body not received within {self._settings.idle_timeout_seconds:g} s")
         try:
-            payload = parse_payload(body)
+            targets, skipped = select_targets(parse_payload(body))
         except WebhookError as exc:
             return _error(400, exc.reason)
         if not self._is_leader():
             return _error(503, "not the leader; retry", headers={"Retry-After": "1"})
-        targets, skipped = select_targets(payload)
+        intake = take_in(targets, seen=self._dedupe.seen, limit=self._settings.max_alerts_per_request,
+                         duplicate=lambda target, seen: _summary(target, "duplicate", f"already handled: {seen}"))
+        skipped += intake.skipped
+        if not intake.acting:  # resolved, unlabelled or already handled: nothing to wait for the lock for
+            return web.json_response({"results": intake.results([]), "skipped": skipped})
         async with self._lock:
             if not self._is_leader():  # the Lease may have moved while this request waited for the lock
                 return _error(503, "not the leader; retry", headers={"Retry-After": "1"})
-            results, retry = await self._handle(targets)
+            if any(not target.node for target in targets):
+                return await self._refuse_unplaced(targets)
+            self._request_pods = SharedPods(self._pods) if self._pods is not None else None
+            try:
+                results, retry = await self._handle(intake.acting)
+            finally:
+                self._request_pods = None
         status = 503 if retry else 200
-        return web.json_response({"results": results, "skipped": skipped}, status=status)
+        return web.json_response({"results": intake.results(results), "skipped": skipped}, status=status)
+
+    async def _refuse_unplaced(self, targets: list[AlertTarget]) -> web.Response:
+        """400 for a payload with an eviction alert that names no node, and nothing acted on: every delivery of
+        it will lack the node too (a rule that aggregates `node` away), so only fixing the rule helps, and 4xx is
+        what Alertmanager does not retry. Each such alert is audited and counted (result unsafe, reason alert)."""
+        refused = [unplaced(target) for target in targets if not target.node]
+        await self._evictor.act(refused)
+        return _error(400, "; ".join(decision.detail for decision in refused))
 
     async def _handle(self, targets: list[AlertTarget]) -> tuple[list[dict], bool]:
         """Each target's summary, and whether Alertmanager must retry (API unreadable or leadership lost)."""
@@ -196,6 +225,8 @@ class WebhookHandler:
             if refused is not None:
                 return refused, True
         outcomes = (await self._evictor.act([paced])).outcomes
+        if sends and self._request_pods is not None:
+            self._request_pods.changed(paced.namespace)  # the next alert there sees the pod terminating
         result = outcomes[0].result if outcomes else (paced.result or EvictionResult.NO_CANDIDATE)
         detail = outcomes[0].detail if outcomes else paced.detail
         if sends and outcomes and outcome_unknown(outcomes[0]):
@@ -287,7 +318,7 @@ class WebhookHandler:
             return _failed(target, "no Kubernetes API"), True
         try:
             # The whole namespace even for a named pod: the lower-priority rule compares it with its tenant's pods.
-            pods = await self._pods.list_pods(namespace=target.namespace)
+            pods = await (self._request_pods or SharedPods(self._pods)).in_namespace(target.namespace)
         except Exception as exc:  # unreachable API: count it, answer 503 so Alertmanager retries; never crash
             log.warning("cannot list pods of %s: %r", target.namespace, exc)
             return _failed(target, f"cannot list pods: {exc}"), True
@@ -308,6 +339,15 @@ def _summary(target: AlertTarget, result: str, detail: str, *, pod: str | None =
         "result": result,
         "detail": detail,
     }
+
+
+def _is_utf8(header: str) -> bool:
+    # aiohttp hands over header bytes that are not UTF-8 as lone surrogates (surrogateescape); they cannot be encoded.
+    try:
+        header.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _error(status: int, reason: str, *, headers: dict[str, str] | None = None) -> web.Response:

@@ -11,6 +11,10 @@ The policy file is the agents' ConfigMap (deploy/controller.yaml), watched as th
 (watchdog.service.policy_watch): an operator's switch to `mode: observe` holds here too from the next alert on, not
 from the next restart. Each reload gets the same overlay as the first load: the own namespace protected, the
 cluster-wide bucket in place of the per-node one.
+
+The webhook and /metrics are served over HTTPS from `tls_cert_file`/`tls_key_file`, followed as cert-manager renews
+them (tls.py); plain HTTP only with `plain_http: true`. Idle connections are closed and concurrent ones capped
+(watchdog.publishing.listener).
 """
 
 from __future__ import annotations
@@ -28,10 +32,13 @@ from watchdog.action import AuditLog, Evictor, KillSwitch, Pacer
 from watchdog.config import ActionPolicy, ControllerSettings, KubeSettings, Policy, Settings, load_policy
 from watchdog.controller.app import WebhookHandler
 from watchdog.controller.ledger import ConfigMapLedger
+from watchdog.controller.tls import ReloadingServerContext
 from watchdog.kube.client import KubeApi
 from watchdog.kube.eviction import KubeEvictions
+from watchdog.kube.eviction_budget import ClusterEvictionBudget
 from watchdog.kube.lease import LeaseElector
 from watchdog.publishing.controller_metrics import ControllerExposition, ControllerStatus
+from watchdog.publishing.listener import LimitedListener
 from watchdog.service.policy_watch import PolicyWatcher
 
 log = logging.getLogger(__name__)
@@ -58,7 +65,9 @@ class Controller:
         self._api = api
         self._namespace = namespace
         self._clock = clock
-        policy = policy.with_own_namespace(namespace)
+        # Both of the project's namespaces are protected: the agents' (`namespace`, where the kill switch and the
+        # budget live) and the controller's own (where its Lease is), as the admission policy also guarantees.
+        policy = policy.with_own_namespace(namespace).with_own_namespace(settings.lease_namespace)
         paced_policy = self._cluster_paced(policy)
         self.kube = KubeEvictions(api)
         self.elector = LeaseElector(
@@ -71,6 +80,9 @@ class Controller:
             retry_period=settings.retry_period_seconds,
         )
         self.kill_switch = KillSwitch(self.kube, settings=policy.kill_switch, namespace=namespace)
+        # The agents' ceiling, shared: the controller's sends take their slots from the same ConfigMap.
+        self.budget = ClusterEvictionBudget(api, settings=policy.cluster_budget, namespace=namespace,
+                                            identity=self.identity)
         self.pacer = Pacer(paced_policy)
         self.evictor = Evictor(
             self.kube,
@@ -81,6 +93,7 @@ class Controller:
             node=self.identity,
             kill_switch=self.kill_switch,
             component=COMPONENT,
+            budget=self.budget,
         )
         self.handler = WebhookHandler(
             settings=settings,
@@ -101,7 +114,8 @@ class Controller:
                 policy_file, apply=self.apply_policy, on_result=lambda result: self.policy_reloads.update([result])
             )
         self._exposition = ControllerExposition()
-        self._runner: web.AppRunner | None = None
+        self._listener: LimitedListener | None = None
+        self.tls: ReloadingServerContext | None = None
         self._tasks: list[asyncio.Task] = []
         self.url = ""
 
@@ -117,12 +131,13 @@ class Controller:
     def apply_policy(self, policy: Policy) -> None:
         """Hot reload (from the policy watcher): refusal rules, mode, limits and kill-switch location from the next
         alert on; the pacer keeps its cooldowns, backoffs and spent tokens, the ledger its handled firings."""
-        action = policy.action.with_own_namespace(self._namespace)
+        action = policy.action.with_own_namespace(self._namespace).with_own_namespace(self.settings.lease_namespace)
         paced = self._cluster_paced(action)
         self.evictor.set_policy(paced)
         self.pacer.set_policy(paced, now=self._clock())
         self.handler.set_policy(action)
         self.kill_switch.set_settings(action.kill_switch, namespace=self._namespace)
+        self.budget.set_settings(action.cluster_budget, namespace=self._namespace)
         log.info("controller policy applied: mode %s", paced.mode.value)
 
     @property
@@ -145,13 +160,16 @@ class Controller:
     async def start(self) -> str:
         app = self.handler.application()
         app.router.add_get("/metrics", self.metrics)
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self.settings.listen_host, self.settings.listen_port)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # aiohttp exposes the bound port only here
-        host = "127.0.0.1" if self.settings.listen_host in ("0.0.0.0", "") else self.settings.listen_host
-        self.url = f"http://{host}:{port}"
+        settings = self.settings
+        if not settings.plain_http:  # HTTPS unless plain HTTP was asked for; no certificate, no start
+            self.tls = ReloadingServerContext(settings.tls_cert_file, settings.tls_key_file)
+        self._listener = LimitedListener(
+            app, host=settings.listen_host, port=settings.listen_port, idle_timeout=settings.idle_timeout_seconds,
+            max_connections=settings.max_connections, ssl_context=self.tls.context if self.tls else None,
+        )
+        port = await self._listener.start()
+        host = "127.0.0.1" if settings.listen_host in ("0.0.0.0", "") else settings.listen_host
+        self.url = f"{'http' if settings.plain_http else 'https'}://{host}:{port}"
         self._tasks = [
             asyncio.create_task(self._guarded("leader-elector", self.elector.run), name="leader-elector"),
             asyncio.create_task(self._guarded("kill-switch", self.kill_switch.watcher), name="kill-switch"),
@@ -180,9 +198,9 @@ class Controller:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks = []
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        if self._listener is not None:
+            await self._listener.stop()
+            self._listener = None
 
     async def _guarded(self, name: str, agent: Callable) -> None:
         """Keeps a long-running agent alive: a crash is logged and the agent restarts after a pause."""
@@ -212,7 +230,7 @@ async def run_controller(
         kube = kube or settings.kube
         if policy is None and settings.policy_file:
             policy_file = settings.policy_file  # watched: a reload applies here as in the agents
-            policy = load_policy(policy_file).action
+            policy = (await asyncio.to_thread(load_policy, policy_file)).action  # parsing a large file: off the loop
         elif policy is None:
             policy = settings.policy.action
         namespace = namespace or settings.namespace

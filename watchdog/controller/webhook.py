@@ -3,22 +3,30 @@ ones were handled so a redelivery never evicts twice.
 
 Alertmanager re-sends a group on every `repeat_interval` and on retries after a 5xx, with the same alert
 fingerprint and startsAt (the Alertmanager docs, configuration, <webhook_config>, give the payload), so
-(fingerprint, startsAt) is the identity of "one firing of one alert". PURE: no I/O, no asyncio.
+(fingerprint, startsAt) is the identity of "one firing of one alert". An eviction alert also says where: the agent
+judges every finding per node, so `node` (and `gpu_uuid` / `mig_uuid` when the finding is about one device) is read
+here and the selection acts only there (selection.py). PURE: no I/O, no asyncio.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Mapping
 
+from watchdog.controller.names import namespace_problem, pod_name_problem
 from watchdog.model import EMPTY, FindingKind
 
 ACTION_LABEL = "gpu_watchdog_action"
 KIND_LABEL = "gpu_watchdog_kind"
+NODE_LABEL = "node"  # the agent's own label on every series (watchdog/publishing/catalogue.py)
+GPU_UUID_LABEL = "gpu_uuid"
+MIG_UUID_LABEL = "mig_uuid"
 SUPPORTED_VERSION = "4"
+MAX_INTEGER_DIGITS = 100
 
 
 class WebhookError(ValueError):
@@ -31,7 +39,8 @@ class WebhookError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class AlertTarget:
-    """One firing alert that asks for an eviction: of `pod`, or (pod None) of the tenant's lowest GPU pod."""
+    """One firing alert that asks for an eviction: of `pod`, or (pod None) of the tenant's lowest GPU pod, on `node`
+    ("" when the alert does not say, which the controller refuses) and, when given, on that device."""
 
     fingerprint: str
     starts_at: str
@@ -41,6 +50,14 @@ class AlertTarget:
     kind: FindingKind
     labels: Mapping[str, str] = field(default_factory=lambda: EMPTY)
     summary: str = ""
+    node: str = ""
+    gpu_uuid: str = ""
+    mig_uuid: str = ""
+
+    @property
+    def device(self) -> str:
+        """The MIG device, else the GPU, the alert is about; "" when it names none."""
+        return self.mig_uuid or self.gpu_uuid
 
     @property
     def dedupe_key(self) -> tuple[str, str]:
@@ -75,8 +92,10 @@ def rfc3339_seconds(text: str) -> float | None:
 def parse_payload(body: bytes | str) -> dict[str, Any]:
     """Decode and validate an Alertmanager webhook body (version "4")."""
     try:
-        payload = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        payload = json.loads(body, parse_constant=_no_constant, parse_float=_finite_float, parse_int=_short_int)
+    except RecursionError:  # Python's json recurses once per level: a body of 100k "[" ends here
+        raise WebhookError("body is nested too deeply to be an Alertmanager payload") from None
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, and the refusals below
         raise WebhookError(f"body is not valid JSON: {exc}") from None
     if not isinstance(payload, dict):
         raise WebhookError("body must be a JSON object")
@@ -89,6 +108,34 @@ def parse_payload(body: bytes | str) -> dict[str, Any]:
     for index, alert in enumerate(alerts):
         _check_alert(alert, index)
     return payload
+
+
+def _no_constant(literal: str) -> Any:
+    raise ValueError(f"{literal} is not a JSON number (RFC 8259 section 6)")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):  # "1e400" overflows to inf
+        raise ValueError(f"{text} is not a finite number")
+    return value
+
+
+def _short_int(text: str) -> int:
+    # CPython refuses to convert more than 4,300 digits (sys.set_int_max_str_digits); nothing in a payload needs 20.
+    if len(text) > MAX_INTEGER_DIGITS:
+        raise ValueError(f"an integer of {len(text)} characters is too large")
+    return int(text)
+
+
+def _check_names(labels: Mapping[str, str], where: str) -> None:
+    """Refuse a namespace or pod label the API server could never accept: 400 now, not 503 for ever after."""
+    problems = [("namespace", namespace_problem(labels.get("namespace", "")))]
+    if labels.get("pod"):
+        problems.append(("pod", pod_name_problem(labels["pod"])))
+    for label, problem in problems:
+        if problem is not None:
+            raise WebhookError(f"{where}.labels.{label} {labels[label][:80]!r} {problem}")
 
 
 def _check_alert(alert: Any, index: int) -> None:
@@ -109,10 +156,11 @@ def _check_alert(alert: Any, index: int) -> None:
 
 
 def select_targets(payload: Mapping[str, Any]) -> tuple[list[AlertTarget], list[str]]:
-    """Firing alerts labelled gpu_watchdog_action="evict" with a namespace; plus why each other alert was skipped."""
+    """Firing alerts labelled gpu_watchdog_action="evict" with a namespace; plus why each other alert was skipped.
+    Raises WebhookError when such an alert's namespace or pod label cannot be a Kubernetes name."""
     targets: list[AlertTarget] = []
     skipped: list[str] = []
-    for alert in payload.get("alerts", []):
+    for index, alert in enumerate(payload.get("alerts", [])):
         labels: Mapping[str, str] = alert.get("labels", {})
         name = labels.get("alertname", "")
         if alert["status"] != "firing":
@@ -125,6 +173,7 @@ def select_targets(payload: Mapping[str, Any]) -> tuple[list[AlertTarget], list[
         if not namespace:
             skipped.append(f"{name}: no namespace label")
             continue
+        _check_names(labels, f"alerts[{index}]")
         try:
             kind = FindingKind(labels.get(KIND_LABEL, FindingKind.QUOTA.value))
         except ValueError:
@@ -139,6 +188,9 @@ def select_targets(payload: Mapping[str, Any]) -> tuple[list[AlertTarget], list[
                 kind=kind,
                 labels=dict(labels),
                 summary=alert.get("annotations", {}).get("summary", ""),
+                node=labels.get(NODE_LABEL, ""),
+                gpu_uuid=labels.get(GPU_UUID_LABEL, ""),
+                mig_uuid=labels.get(MIG_UUID_LABEL, ""),
             )
         )
     return targets, skipped

@@ -83,8 +83,8 @@ def render_table(snapshot: Snapshot) -> str:
     for finding in snapshot.findings[:8]:
         victims = ",".join(v.key for v in finding.victims) or "-"
         culprit = finding.culprit.key if finding.culprit else "-"
-        lines.append(f"  {finding.kind:<16}{finding.severity:<9}{finding.domain:<40} victims={victims} culprit={culprit}"
-                     f" for {finding.ticks} ticks")
+        lines.append(f"  {finding.kind:<19}{finding.severity:<9}{finding.domain:<40} victims={victims}"
+                     f" culprit={culprit} for {finding.ticks} ticks")
     if snapshot.evictions:
         lines.append("actions: " + "  ".join(
             f"{result}:{reason}:{ns}={n}" for (result, reason, ns), n in sorted(snapshot.evictions.items())))

@@ -342,5 +342,6 @@ class InterferenceDetector:
                 f"({domain.resource}, r={episode.correlation:.2f})"
             ),
             observed=last_observed == tick,
+            gpu_uuid=domain.gpu.uuid,  # every sharing domain lies within one GPU (detection/domains.py)
         )
 

@@ -165,6 +165,8 @@ class MemoryPressureDetector:
             needed=float(needed),
             message=f"{device.uuid}: {free / 2**20:.0f} MiB free of {total / 2**20:.0f} MiB; {culprit.key} "
             + ("grew most" if culprit.key == grower.key and meaningful else "ranks first for relief"),
+            gpu_uuid=device.gpu.uuid,
+            mig_uuid=device.uuid if device.mig is not None else "",
         )
 
     def _growth(self, state: _DeviceState, pod: str, *, tick: int) -> float:

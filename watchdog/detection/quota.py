@@ -4,7 +4,8 @@ Pure (no I/O). HAMi (Project-HAMi/HAMi) caps GPU memory with an LD_PRELOAD shim 
 we only watch what NVML reports and let a breach that *persists* (for_ticks) become a finding, with `needed` = the
 excess so the action stage can free exactly that. Limits: GPU memory summed over a tenant's pods, DRAM time share
 on each time-sliced GPU (Σ per-process memory util; MIG isolates DRAM so it is not checked there), and MIG
-instances held per profile. A MIG instance filling up gets a WARNING, which is never acted on.
+instances held per profile. A MIG instance filling up is not a quota breach: it gets a WARNING of its own kind,
+MIG_MEMORY_WARNING (report only, never acted on), so `quota` always means a configured quota was exceeded.
 Missing numbers never clear or start anything: a tenant whose usage could not be fully read this tick keeps its run,
 and its open breach is reported unobserved (`observed=False`, `last_tick` = the last tick it was seen) until it can
 be judged again or `stale_ticks` pass. A limit removed by a policy reload closes its breach at once.
@@ -148,7 +149,7 @@ class QuotaDetector:
                 if run is not None:
                     self._open_breach(key, self._finding(
                         run, key=key, domain=f"tenant/{tenant}", resource="dram", tenant=tenant, usage=per_pod,
-                        culprit=self._largest(per_pod), needed=total - limit,
+                        culprit=self._largest(per_pod), needed=total - limit, gpu_uuid=device.uuid,
                         evidence={"usage": round(total, 4), "limit": limit, "gpu_uuid": device.uuid},
                         message=f"tenant {tenant} takes {total:.0%} of DRAM time on {device.uuid}, limit {limit:.0%}",
                     ))
@@ -186,13 +187,14 @@ class QuotaDetector:
             if device.mig is None or not device.memory_total or device.memory_used is None:
                 continue
             used = device.memory_used / device.memory_total
-            key = f"quota/mig-memory/{device.uuid}"
+            key = f"mig-memory/{device.uuid}"
             run = self._check(key, used > ratio, limit=("", "mig-memory", ""))
             if run is not None:
                 usage = {k: float(v) for k, v in device.pod_memory.items()}
                 top = max(device.pods, key=lambda ref: usage.get(ref.key, 0.0), default=None)
                 self._open_breach(key, self._finding(
-                    run, key=key, domain=f"mig/{device.uuid}", resource="memory",
+                    run, kind=FindingKind.MIG_MEMORY_WARNING, key=key, domain=f"mig/{device.uuid}", resource="memory",
+                    gpu_uuid=device.gpu.uuid, mig_uuid=device.uuid,
                     tenant=self._tenant_of(top) if top else None, usage=usage, culprit=top,
                     needed=device.memory_used - ratio * device.memory_total, severity=Severity.WARNING,
                     evidence={"usage": round(used, 4), "limit": ratio, "profile": device.profile or ""},
@@ -222,6 +224,7 @@ class QuotaDetector:
         self,
         run: Run,
         *,
+        kind: FindingKind = FindingKind.QUOTA,
         key: str,
         domain: str,
         resource: str,
@@ -232,9 +235,11 @@ class QuotaDetector:
         evidence: dict[str, float | int | str],
         message: str,
         severity: Severity = Severity.CRITICAL,
+        gpu_uuid: str = "",
+        mig_uuid: str = "",
     ) -> Finding:
         return Finding(
-            kind=FindingKind.QUOTA,
+            kind=kind,
             key=key,
             domain=domain,
             resource=resource,
@@ -248,6 +253,8 @@ class QuotaDetector:
             usage=dict(usage),
             needed=float(needed),
             message=message,
+            gpu_uuid=gpu_uuid,
+            mig_uuid=mig_uuid,
         )
 
 

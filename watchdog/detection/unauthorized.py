@@ -100,6 +100,8 @@ class UnauthorizedDetector:
                     needed=float(used),
                     message=f"{pod_key} runs {count} process(es) on {device.uuid}, which the kubelet gave "
                     f"{', '.join(r.key for r in device.assigned) or 'no pod'}",
+                    gpu_uuid=device.gpu.uuid,
+                    mig_uuid=device.uuid if device.mig else "",
                 )
 
         def missing(key: str) -> bool:  # its GPU is absent from this sample: keep the run as it is

@@ -182,6 +182,7 @@ class XidDetector:
                 "last_event": event.timestamp,
             },
             message=f"Xid {event.xid} ({state.xid_class.value}) on {event.gpu_uuid}{gi} x{state.count}: {action}",
+            gpu_uuid=event.gpu_uuid,  # a GPU instance can hold several MIG devices: no single mig_uuid
         )
 
 

@@ -29,23 +29,20 @@ from typing import Any, Iterable, Mapping
 
 from watchdog.evaluation.truth import Truth
 
-# "memory_warning" is not a detector kind: it is the quota detector's report-only MIG-fill WARNING
-# (key "quota/mig-memory/<uuid>"), scored apart from tenant quotas (see scored_kind).
+# "memory_warning" is the row (and truth label) of the report-only MIG-fill WARNING, finding kind
+# "mig_memory_warning" (see scored_kind).
 KINDS = ("interference", "memory_pressure", "quota", "memory_warning", "unauthorized", "xid")
 TICK_SCORED_KINDS = frozenset(KINDS) - {"xid"}  # an Xid is an instant: how long its finding stays is report policy
-MIG_MEMORY_KEY_PREFIX = "quota/mig-memory/"
+ROWS = {"mig_memory_warning": "memory_warning"}  # finding kind → its row, where the two differ
 REPORT_ONLY_KINDS = frozenset({"memory_warning"})  # tick recall counts their observed ticks whatever the severity
 
 EpisodeTicks = Mapping[tuple[str, int], Mapping[int, bool]]  # (key, first_tick) → {observed tick: critical}
 
 
 def scored_kind(finding: Mapping[str, Any]) -> str:
-    """The row a finding is scored in: its kind, except a MIG-fill quota WARNING, which is ``memory_warning``."""
+    """The row a finding is scored in: its kind, except the MIG-fill warning, whose row is ``memory_warning``."""
     kind = finding["kind"]
-    if (kind == "quota" and str(finding.get("key", "")).startswith(MIG_MEMORY_KEY_PREFIX)
-            and finding.get("severity", "warning") == "warning"):
-        return "memory_warning"
-    return kind
+    return ROWS.get(kind, kind)
 
 
 def _window_end(entry: Any, *, slack: int) -> float:

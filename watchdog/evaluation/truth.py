@@ -62,8 +62,8 @@ class UnauthorizedTruth(Window):
 
 class MemoryWarningTruth(Window):
     """A MIG instance filled past ``quota.memory_warning_ratio``: the report-only WARNING the quota detector raises
-    (finding key ``quota/mig-memory/<uuid>``). It is about one instance's fill, not a tenant's quota, so it is
-    labelled and scored apart from ``quota``."""
+    (finding kind ``mig_memory_warning``, key ``mig-memory/<uuid>``). It is about one instance's fill, not a
+    tenant's quota, so it is labelled and scored apart from ``quota``."""
 
     pod: str = Field(..., pattern=POD_KEY_PATTERN, description="The pod holding most memory on the full instance.")
     gpu: int | None = Field(None, ge=0, description="GPU index of the instance, for the reader (not matched).")

@@ -16,7 +16,11 @@ Its answers are mapped onto exactly one EvictionResult each (kubernetes pkg/regi
   which says nothing about the pod's budget (apiserver/pkg/server/filters/priority-and-fairness.go answers 429 with
   a Retry-After header and no causes).
 - 404 → GONE; 409 from the uid precondition → GONE (the pod was replaced by another of the same name).
-- 403 → ERROR naming the missing RBAC rule; 5xx, timeouts and connection errors → ERROR.
+- 403 (or 422) from a ValidatingAdmissionPolicy → BLOCKED: the cluster's own bound (deploy/admission-policy.yaml)
+  refused this pod, e.g. its namespace has not opted in; it is backed off per pod like a PDB refusal, not counted as
+  an API failure that slows every send (the API server's wording: "ValidatingAdmissionPolicy '<policy>' with binding
+  '<binding>' denied request: ...", staging/src/k8s.io/apiserver/pkg/admission/plugin/policy/validating/dispatcher.go).
+- any other 403 → ERROR naming the missing RBAC rule; 5xx, timeouts and connection errors → ERROR.
 Nothing on the eviction path raises: a failed call is a result, so the evictor can count it and move on.
 
 The Events the agent writes are also its memory across restarts: each carries labels (reason, node, tenant, the
@@ -45,6 +49,7 @@ log = logging.getLogger(__name__)
 
 RBAC_EVICTION = "RBAC: the service account needs create on pods/eviction"
 DISRUPTION_BUDGET_CAUSE = "DisruptionBudget"
+ADMISSION_DENIAL = "ValidatingAdmissionPolicy '"
 _TRUE = frozenset({"true", "1", "yes", "on"})
 EVENT_LABEL_REASON = "gpu-watchdog.io/reason"
 EVENT_LABEL_NODE = "gpu-watchdog.io/node"
@@ -119,6 +124,8 @@ def classify_eviction(status: int, body: dict, *, dry_run: bool, headers: object
     if status == 500 and "more than one PodDisruptionBudget" in message:
         # The docs say the multi-PDB refusal is a 500; the source sends it as a 2xx body (handled above).
         return EvictionReply(EvictionResult.BLOCKED, status, message)
+    if status in (403, 422) and ADMISSION_DENIAL in message:
+        return EvictionReply(EvictionResult.BLOCKED, status, f"refused by the cluster's admission policy: {message}")
     if status == 403:
         return EvictionReply(EvictionResult.ERROR, status, f"{RBAC_EVICTION} ({message or 'forbidden'})")
     return EvictionReply(EvictionResult.ERROR, status, f"HTTP {status}: {message or 'no message'}")

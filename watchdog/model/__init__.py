@@ -11,7 +11,8 @@ One module per stage's output; import from here.
 
 from watchdog.model.actions import (ActionOutcome, ActionRecord, ActionReport, Decision, EvictionRequest,
                                     EvictionResult, Mode)
-from watchdog.model.findings import Change, Finding, FindingChange, FindingKind, Severity, finding_changes, material
+from watchdog.model.findings import (REPORT_ONLY_KINDS, Change, Finding, FindingChange, FindingKind, Severity,
+                                     finding_changes, material)
 from watchdog.model.pods import (MIRROR_ANNOTATION, Attribution, ContainerInfo, DeviceAssignment, PodIndex, PodInfo,
                                  PodRef)
 from watchdog.model.samples import EMPTY, NOT_ATTRIBUTABLE, GpuSample, MigSample, NodeSample, ProcessSample, XidEvent
@@ -29,6 +30,7 @@ __all__ = [
     "EMPTY",
     "MIRROR_ANNOTATION",
     "NOT_ATTRIBUTABLE",
+    "REPORT_ONLY_KINDS",
     "ActionOutcome",
     "Attribution",
     "ContainerInfo",

@@ -15,9 +15,17 @@ Change = Literal["new", "updated", "resolved"]
 class FindingKind(StrEnum):
     INTERFERENCE = "interference"
     MEMORY_PRESSURE = "memory_pressure"
-    QUOTA = "quota"
+    QUOTA = "quota"  # a configured tenant quota was exceeded, nothing else
+    # A MIG instance filled past detection.quota.memory_warning_ratio: no quota is exceeded, so it is only ever
+    # reported; when the instance's users do run short, memory_pressure is the finding that may act.
+    MIG_MEMORY_WARNING = "mig_memory_warning"
     UNAUTHORIZED = "unauthorized"
     XID = "xid"
+
+
+REPORT_ONLY_KINDS: frozenset[FindingKind] = frozenset({FindingKind.MIG_MEMORY_WARNING})
+"""Kinds that are never an eviction reason, whatever their severity or the policy: the action stage makes no
+decision for them and the controller refuses an alert that names one."""
 
 
 class Severity(StrEnum):
@@ -51,6 +59,8 @@ class Finding:
     needed: float | None = None
     message: str = ""
     observed: bool = True  # False: kept open without fresh evidence this tick; last_tick is the last observed one
+    gpu_uuid: str = ""  # the one GPU the finding is about ("" when it spans several, e.g. a tenant on the node)
+    mig_uuid: str = ""  # the one MIG device, when the finding is about one
 
     @property
     def ticks(self) -> int:

@@ -95,7 +95,7 @@ def _add_findings(book: FamilyBook, snapshot: Snapshot) -> None:
         victims = finding.victims or (None,)
         for victim in victims:
             victim_labels = (victim.namespace, victim.name) if victim is not None else ("", "")
-            counts[head + victim_labels + culprit_labels] += 1
+            counts[head + victim_labels + culprit_labels + (finding.gpu_uuid, finding.mig_uuid)] += 1
     family = book[c.FINDINGS]
     for labels, count in counts.items():
         family.add(labels, count)

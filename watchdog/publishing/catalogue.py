@@ -155,8 +155,9 @@ XID_LAST_SEEN = _gauge(
     GPU_LABELS + ("gpu_instance", "xid"), unit="seconds",
 )
 FINDINGS = _gauge(
-    "findings", "Active findings, one count per victim.",
-    ("node", "kind", "severity", "resource", "victim_namespace", "victim_pod", "culprit_namespace", "culprit_pod"),
+    "findings", "Active findings, one count per victim; gpu_uuid/mig_uuid empty when no single device is meant.",
+    ("node", "kind", "severity", "resource", "victim_namespace", "victim_pod", "culprit_namespace", "culprit_pod",
+     "gpu_uuid", "mig_uuid"),
 )
 
 # ------------------------------------------------------------------------------------------- the agent

@@ -4,7 +4,8 @@ The agent cycle must never wait on a broker, so the cycle only *offers* events (
 enqueue) and this agent drains them on its own task. While the broker is away the bounded queue drops its oldest
 events and counts them; the publisher reconnects with capped, jittered exponential backoff. The broker announces
 a dead agent through the retained "offline" will registered at connect (MQTT 3.1.1 §3.1.2.5); a clean stop
-publishes "offline" itself, since a graceful DISCONNECT discards the will (§3.14.4).
+publishes "offline" itself, since a graceful DISCONNECT discards the will (§3.14.4). TLS (CA, optional client
+certificate) and the password are read at every connect, so rotated Secrets apply from the next connection.
 
 Only this module imports aiomqtt (import-linter contract in pyproject.toml).
 """
@@ -15,6 +16,7 @@ import asyncio
 import json
 import logging
 import random
+import ssl
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -159,6 +161,7 @@ class MqttPublisher:
         return aiomqtt.Client(
             self._settings.host,
             self._settings.port,
+            tls_context=self._tls_context(),
             identifier=self._settings.client_id or f"gpu-watchdog-{topic_segment(self._node)}",
             username=self._settings.username,
             password=password,
@@ -166,6 +169,18 @@ class MqttPublisher:
             keepalive=self._settings.keepalive_seconds,
             timeout=self._settings.timeout_seconds,
         )
+
+    def _tls_context(self) -> ssl.SSLContext | None:
+        """Built at every connect, like the password, so renewed certificate files are picked up; an unreadable or
+        invalid file is an OSError (ssl.SSLError is one): counted as a failed connect and retried."""
+        settings = self._settings
+        if not settings.tls:
+            return None
+        context = ssl.create_default_context(cafile=settings.ca_file)  # CERT_REQUIRED, hostname checked
+        context.check_hostname = settings.tls_check_hostname
+        if settings.cert_file:
+            context.load_cert_chain(settings.cert_file, settings.key_file)
+        return context
 
     async def _session(self, client: aiomqtt.Client) -> None:
         """One connection's life: announce "online", then drain the queue until the connection drops."""

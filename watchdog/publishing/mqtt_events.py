@@ -111,6 +111,8 @@ def _finding_event(finding: Finding, *, change: str, node: str, header: Mapping[
         "victims": [_pod(ref) for ref in finding.victims],
         "culprit": _pod(finding.culprit) if finding.culprit is not None else None,
         "tenant": finding.tenant,
+        "gpu_uuid": finding.gpu_uuid or None,
+        "mig_uuid": finding.mig_uuid or None,
         "evidence": {str(k): _number(v) if not isinstance(v, str) else v for k, v in finding.evidence.items()},
         "usage": {str(k): _number(v) for k, v in finding.usage.items()},
         "needed": _number(finding.needed),

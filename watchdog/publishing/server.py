@@ -16,6 +16,7 @@ from aiohttp import web
 
 from watchdog.config.publishing import PublishingSettings
 from watchdog.publishing.exposition import Exposition, accepts_gzip, content_type, wants_openmetrics
+from watchdog.publishing.listener import LimitedListener
 from watchdog.publishing.series import SnapshotProvider
 
 log = logging.getLogger(__name__)
@@ -35,6 +36,8 @@ class MetricsServer:
         port: int = 9435,
         gzip: bool = True,
         gzip_level: int = 1,
+        idle_timeout: float = 30.0,
+        max_connections: int = 32,
     ) -> None:
         if not 0 <= port <= 65535:
             raise ValueError(f"port must be 0–65535, got {port}")
@@ -43,7 +46,9 @@ class MetricsServer:
         self._host = host
         self._port = port
         self._gzip = gzip
-        self._runner: web.AppRunner | None = None
+        self._idle_timeout = idle_timeout
+        self._max_connections = max_connections
+        self._listener: LimitedListener | None = None
         self.scrape_failures = 0  # scrapes answered 500; the error is logged with its traceback
 
     @classmethod
@@ -57,6 +62,8 @@ class MetricsServer:
             port=settings.port,
             gzip=settings.gzip,
             gzip_level=settings.gzip_level,
+            idle_timeout=settings.idle_timeout_seconds,
+            max_connections=settings.max_connections,
         )
 
     @property
@@ -72,25 +79,24 @@ class MetricsServer:
 
     async def start(self) -> int:
         """Bind and serve; returns the bound port (the free one chosen when port was 0)."""
-        if self._runner is not None:
+        if self._listener is not None:
             raise RuntimeError("MetricsServer already started")
-        runner = web.AppRunner(self.make_app(), access_log=None)
-        await runner.setup()
-        try:
-            site = web.TCPSite(runner, self._host, self._port)
-            await site.start()
-        except BaseException:
-            await runner.cleanup()
-            raise
-        self._runner = runner
-        port = runner.addresses[0][1]
+        listener = LimitedListener(self.make_app(), host=self._host, port=self._port, idle_timeout=self._idle_timeout,
+                                   max_connections=self._max_connections)
+        port = await listener.start()
+        self._listener = listener
         log.info("metrics server listening on %s:%d", self._host, port)
         return port
 
+    @property
+    def listener(self) -> LimitedListener | None:
+        """The connections being served (None before start)."""
+        return self._listener
+
     async def stop(self) -> None:
-        runner, self._runner = self._runner, None
-        if runner is not None:
-            await runner.cleanup()
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            await listener.stop()
 
     async def _metrics(self, request: web.Request) -> web.Response:
         try:

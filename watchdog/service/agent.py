@@ -25,6 +25,7 @@ from watchdog.config.runtime import RuntimePolicy
 from watchdog.detection import Detector
 from watchdog.kube.client import KubeApi
 from watchdog.kube.eviction import KubeEvictions
+from watchdog.kube.eviction_budget import ClusterEvictionBudget
 from watchdog.kube.pods import PodWatcher
 from watchdog.model import TickResult
 from watchdog.publishing.mqtt import MqttPublisher
@@ -76,8 +77,13 @@ class Agent:
             on_mig_change=self.sampler.request_enumeration,
         ) if settings.sampling.events else None
         self.pods = PodCache()
-        self.evictions = KubeEvictions(kube) if kube is not None else None
+        # The agent's clock stamps its Events too: wall time in a DaemonSet, and in a simulated world the same
+        # time line as the fake API server's pods, so `kubectl get events` shows their real age.
+        self.evictions = KubeEvictions(kube, clock=clock) if kube is not None else None
         self.kill_switch = KillSwitch(self.evictions, settings=self.runtime.kill_switch, namespace=settings.namespace)
+        # Shared by every agent and the controller: a slot per send, kept in a ConfigMap of the agents' namespace.
+        self.budget = ClusterEvictionBudget(kube, settings=self.runtime.action.cluster_budget,
+                                            namespace=settings.namespace, identity=self.node)
         self.action = ActionStage(
             self.runtime.action,
             self.evictions,
@@ -85,6 +91,7 @@ class Agent:
             audit=AuditLog.from_setting(settings.audit_log),
             node=self.node,
             kill_switch=self.kill_switch if self.evictions is not None else None,
+            budget=self.budget,
         )
         self.signals = PrometheusSignals(settings.signals, runtime=self.runtime, clock=clock) \
             if settings.signals.prometheus_url else None
@@ -124,7 +131,7 @@ class Agent:
         )
         self._register_error_sources()
         # Every consumer of the runtime policy, handed the same object on every load.
-        self._runtime_consumers = [self.state, self.detector, self.cycle, self.action, self.kill_switch,
+        self._runtime_consumers = [self.state, self.detector, self.cycle, self.action, self.kill_switch, self.budget,
                                    *((self.signals,) if self.signals is not None else ())]
         self.state.apply_runtime(self.runtime)
         self.server = MetricsServer.from_settings(
@@ -149,7 +156,8 @@ class Agent:
         """Stages that keep their own error tallies are read as they are when each snapshot is frozen."""
         self.state.add_error_source("sampling", self.sampler.error_counts)
         self.state.add_error_source("attribution", self.attributor.error_counts)
-        self.state.add_error_source("action", lambda: {"kill_switch_read": self.kill_switch.failures})
+        self.state.add_error_source("action", lambda: {"kill_switch_read": self.kill_switch.failures,
+                                                       "eviction_budget": self.budget.failures})
         if self.signals is not None:
             self.state.add_error_source("signals", lambda: self.signals.errors)
         if self.xids is not None:

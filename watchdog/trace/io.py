@@ -9,6 +9,7 @@ decoded, so a bad trace fails with the file, the line and the field at fault ins
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -119,38 +120,73 @@ class TraceWriter:
         self.close()
 
 
-class _NonFinite:
-    """Stands in for a NaN/Infinity literal while a line is parsed, so the field holding it can be named."""
+# Far beyond the deepest line TraceWriter writes (about six levels), far below Python's recursion limit: json
+# itself recurses once per level and ends in RecursionError on a line nested some thousand levels deep.
+MAX_DEPTH = 64
+# No recorded integer (a tick, bytes, a pid) comes near this; CPython refuses to convert more than 4,300 digits
+# (sys.set_int_max_str_digits) with a ValueError that would not name the field.
+MAX_INTEGER_DIGITS = 100
 
-    def __init__(self, literal: str) -> None:
-        self.literal = literal
+
+class _Refused:
+    """Stands in for a number the trace may not hold while a line is parsed, so the field holding it can be named."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
 
 
-def _non_finite_path(value: Any, path: tuple[str, ...] = ()) -> tuple[tuple[str, ...], str] | None:
-    if isinstance(value, _NonFinite):
-        return path, value.literal
-    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
-    for key, item in items:
-        found = _non_finite_path(item, (*path, str(key)))
-        if found is not None:
-            return found
+def _constant(literal: str) -> _Refused:
+    # Python's json accepts the non-standard literals NaN, Infinity and -Infinity (RFC 8259 §6 has no such
+    # numbers). A trace holding one was not written by TraceWriter (allow_nan=False) and would feed detection a
+    # value every comparison answers False to.
+    return _Refused(f"{literal} is not a JSON number (write null for a reading that is not available)")
+
+
+def _float(text: str) -> float | _Refused:
+    value = float(text)  # "1e400" overflows to inf: RFC 8259 §6 leaves the range to the implementation
+    return value if math.isfinite(value) else _Refused(f"{text} is not a finite number")
+
+
+def _int(text: str) -> int | _Refused:
+    digits = len(text.lstrip("-"))
+    if digits > MAX_INTEGER_DIGITS:
+        return _Refused(f"an integer of {digits} digits is too large")
+    return int(text)
+
+
+def _first_refusal(value: Any) -> tuple[str, str] | None:
+    """(field path, reason) of the first refused number or of nesting deeper than MAX_DEPTH; None when clean.
+    Iterative, so that no line can make it recurse."""
+    stack: list[tuple[Any, tuple[str, ...]]] = [(value, ())]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, _Refused):
+            return ".".join(path) or "(line)", item.reason
+        children = list(item.items() if isinstance(item, dict) else enumerate(item) if isinstance(item, list) else ())
+        if children and len(path) >= MAX_DEPTH:
+            return "(line)", f"nested deeper than {MAX_DEPTH} levels"
+        stack.extend((child, (*path, str(key))) for key, child in reversed(children))
     return None
 
 
-def _parse(text: str, *, path: str, line: int) -> Any:
-    # Python's json accepts the non-standard literals NaN, Infinity and -Infinity (RFC 8259 §6 has no such
-    # numbers). A trace holding one was not written by TraceWriter (allow_nan=False) and would feed detection a
-    # value every comparison answers False to, so it is refused with the field that holds it.
+def _parse(raw: bytes, *, path: str, line: int) -> Any:
     try:
-        data = json.loads(text, parse_constant=_NonFinite)
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        reason = f"not UTF-8 text: {exc.reason} at byte {exc.start}"
+        raise TraceError(path=path, line=line, field="(line)", reason=reason) from None
+    try:
+        data = json.loads(text, parse_constant=_constant, parse_float=_float, parse_int=_int)
     except json.JSONDecodeError as exc:
         reason = f"not valid JSON: {exc.msg} at column {exc.colno}"
         raise TraceError(path=path, line=line, field="(line)", reason=reason) from None
-    found = _non_finite_path(data)
+    except RecursionError:
+        reason = f"nested deeper than {MAX_DEPTH} levels"
+        raise TraceError(path=path, line=line, field="(line)", reason=reason) from None
+    found = _first_refusal(data)
     if found is not None:
-        where, literal = found
-        reason = f"{literal} is not a JSON number (write null for a reading that is not available)"
-        raise TraceError(path=path, line=line, field=".".join(where) or "(line)", reason=reason)
+        field, reason = found
+        raise TraceError(path=path, line=line, field=field, reason=reason)
     return data
 
 
@@ -163,7 +199,7 @@ class Trace:
 
     def _read_header(self) -> TraceHeader:
         name = str(self.path)
-        with open(self.path, encoding="utf-8") as stream:
+        with open(self.path, "rb") as stream:
             first = stream.readline()
         if not first.strip():
             reason = "empty trace: the first line must be the header"
@@ -179,7 +215,7 @@ class Trace:
     def __iter__(self) -> Iterator[TraceRecord]:
         name = str(self.path)
         previous: int | None = None
-        with open(self.path, encoding="utf-8") as stream:
+        with open(self.path, "rb") as stream:
             stream.readline()
             for number, text in enumerate(stream, start=2):
                 if not text.strip():
