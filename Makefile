@@ -18,21 +18,31 @@ $(STAMP): pyproject.toml
 venv: $(STAMP)
 
 # Debian packages the suite runs for real: promtool (golden exposition), Alertmanager (controller webhook),
-# Mosquitto. Installed only when missing; needs root (CI runs as root) or sudo.
+# Mosquitto. Installed only when missing; needs root (CI runs as root) or sudo. "Missing" means not in dpkg's
+# "installed" state: `dpkg -s` also succeeds for a package removed but not purged ("deinstall ok config-files"),
+# whose binaries are gone.
 debs:
-	@missing=""; for p in $(DEBS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	@missing=""; for p in $(DEBS); do \
+	  [ "$$(dpkg-query -W -f='$${db:Status-Status}' $$p 2>/dev/null)" = installed ] || missing="$$missing $$p"; \
+	done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages:$$missing"; \
 	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
 	  $$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q --no-install-recommends $$missing; \
 	fi
 
+# `make demo PORT=9500` serves the metrics on another port; DEMO_ARGS passes any other flag of `gpu-watchdog demo`
+# (e.g. DEMO_ARGS="--mode enforce --speed 5").
 demo: $(STAMP)
-	$(BIN)/gpu-watchdog demo $(DEMO_ARGS)
+	$(BIN)/gpu-watchdog demo $(if $(PORT),--port $(PORT)) $(DEMO_ARGS)
 
 test: $(STAMP) debs
 	$(BIN)/lint-imports
 	$(BIN)/pytest -p no:cacheprovider $(PYTEST_ARGS)
+
+# deploy/*.yaml: the Helm chart deploy/helm/gpu-watchdog rendered with its default values (a test compares them).
+manifests: $(STAMP)
+	$(BIN)/python tools/render_manifests.py
 
 bench: $(STAMP)
 	$(BIN)/python bench/bench_tick.py

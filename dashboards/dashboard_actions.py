@@ -16,6 +16,7 @@ from dashboard_panels import (
     PanelIds,
     Query,
     dashboard,
+    events_in,
     label_table,
     single_stat,
     time_series,
@@ -23,6 +24,8 @@ from dashboard_panels import (
 
 UID = "gpu-watchdog-actions"
 EVICTIONS = f"gpu_watchdog_evictions_total{{{NODE}, {NAMESPACE}}}"
+ERRORS = f"gpu_watchdog_errors_total{{{NODE}}}"
+RELOADS = f"gpu_watchdog_policy_reloads_total{{{NODE}}}"
 
 
 def _status(ids: PanelIds) -> list:
@@ -73,17 +76,19 @@ def _evictions(ids: PanelIds) -> list:
     return [
         time_series(ids, title="Eviction decisions by result", bars=True, span=8, description="Every decision "
                     "ends in one result: evicted, dry_run, blocked_pdb, rate_limited, protected, paused…",
-                    queries=(Query(f"sum by (result) (increase({EVICTIONS}[$__rate_interval])) > 0", "{{result}}"),)),
+                    queries=(Query(f"sum by (result) ({events_in(EVICTIONS, '$__rate_interval')}) > 0",
+                                   "{{result}}"),)),
         time_series(ids, title="Eviction decisions by reason", bars=True, span=8, description="The finding kind "
                     "(or `alert` for the controller) behind each decision.",
-                    queries=(Query(f"sum by (reason) (increase({EVICTIONS}[$__rate_interval])) > 0", "{{reason}}"),)),
+                    queries=(Query(f"sum by (reason) ({events_in(EVICTIONS, '$__rate_interval')}) > 0",
+                                   "{{reason}}"),)),
         time_series(ids, title="Eviction decisions by namespace", bars=True, span=8, description="Namespace of "
                     "the pod each decision was about.",
-                    queries=(Query(f"sum by (namespace) (increase({EVICTIONS}[$__rate_interval])) > 0",
+                    queries=(Query(f"sum by (namespace) ({events_in(EVICTIONS, '$__rate_interval')}) > 0",
                                    "{{namespace}}"),)),
-        label_table(ids, title="Eviction decisions in the time range", span=24, description="increase() over "
-                    "the dashboard range by result, reason and namespace.",
-                    query=Query(f"sum by (result, reason, namespace) (increase({EVICTIONS}[$__range])) > 0")),
+        label_table(ids, title="Eviction decisions in the time range", span=24, description="Decisions "
+                    "within the dashboard range by result, reason and namespace (a series' first decision counts).",
+                    query=Query(f"sum by (result, reason, namespace) ({events_in(EVICTIONS, '$__range')}) > 0")),
     ]
 
 
@@ -95,19 +100,38 @@ def _health(ids: PanelIds) -> list:
         time_series(ids, title="Stage duration", unit="s", span=8, description="Duration of each stage in the "
                     "latest cycle.", queries=(Query(f"gpu_watchdog_stage_duration_seconds{{{NODE}}}",
                                                     "{{node}} {{stage}}"),)),
-        time_series(ids, title="Errors", unit="ops", span=8, description="Errors per second by stage and kind.",
-                    queries=(Query(f"sum by (stage, error) (rate(gpu_watchdog_errors_total{{{NODE}}}"
-                                   "[$__rate_interval]))", "{{stage}}: {{error}}"),)),
+        time_series(ids, title="Errors", bars=True, span=8, description="Errors per interval by stage and kind "
+                    "(a series' first error counts).",
+                    queries=(Query(f"sum by (stage, error) ({events_in(ERRORS, '$__rate_interval')}) > 0",
+                                   "{{stage}}: {{error}}"),)),
         time_series(ids, title="Attribution sources", span=8, description="1 when the kubelet (PodResources) or "
                     "the API (pod watch) answered this cycle.",
                     queries=(Query(f"gpu_watchdog_attribution_source_up{{{NODE}}}", "{{node}} {{source}}"),)),
         time_series(ids, title="Policy reloads", bars=True, span=8, description="Policy file reloads by result; "
                     "a failure keeps the previous policy.",
-                    queries=(Query(f"sum by (result) (increase(gpu_watchdog_policy_reloads_total{{{NODE}}}"
-                                   "[$__rate_interval]))", "{{result}}"),)),
+                    queries=(Query(f"sum by (result) ({events_in(RELOADS, '$__rate_interval')}) > 0",
+                                   "{{result}}"),)),
         time_series(ids, title="Sample age", unit="s", span=8, description="Seconds since each agent's latest "
                     "NVML sample.", queries=(Query(f"time() - gpu_watchdog_last_sample_timestamp_seconds{{{NODE}}}",
                                                    "{{node}}"),)),
+    ]
+
+
+def _isolation(ids: PanelIds) -> list:
+    """The controller's periodic isolation audit (gpu-watchdog audit): cluster-wide, so no node filter."""
+    check = "gpu_watchdog_isolation_check"
+    return [
+        single_stat(ids, title="Tenants failing a check", description="Tenants with at least one failed isolation "
+                    "check in the controller's latest audit.",
+                    query=Query(f'count(count by (tenant) ({check}{{result="fail"}} == 1)) or vector(0)'), red_at=1),
+        single_stat(ids, title="GPU tenants without quota or default deny", description="Tenants with GPU pods "
+                    "and no GPU ResourceQuota or no default-deny NetworkPolicy (the TenantIsolationMissing alert).",
+                    query=Query(f'count(count by (tenant) ({check}{{check=~"gpu-quota|default-deny", result="fail"}}'
+                                " == 1 and on (tenant) gpu_watchdog_isolation_tenant_gpu_pods > 0)) or vector(0)"),
+                    red_at=1),
+        label_table(ids, title="Isolation scorecard", span=16, description="Every check per tenant that is not "
+                    "a pass; run `gpu-watchdog audit` for the evidence and the fixes.",
+                    query=Query(f'{check}{{result!="pass"}} == 1')),
     ]
 
 
@@ -123,5 +147,6 @@ def build_actions_dashboard() -> Dashboard:
             ("Findings", _findings),
             ("Evictions", _evictions),
             ("Pipeline health", _health),
+            ("Tenant isolation", _isolation),
         ),
     )

@@ -18,6 +18,7 @@ from dashboard_panels import (
     PanelIds,
     Query,
     dashboard,
+    events_in,
     label_table,
     single_stat,
     time_series,
@@ -140,13 +141,13 @@ def _board(ids: PanelIds) -> list:
 def _xids(ids: PanelIds) -> list:
     xids = f"gpu_watchdog_xid_errors_total{{{NODE}}}"
     return [
-        label_table(ids, title="Xid events in the time range", description="increase() over the dashboard "
+        label_table(ids, title="Xid events in the time range", description="Xids within the dashboard "
                     "range per GPU instance (empty gpu_instance: NVML could not attribute it). A series that "
                     "first appears inside the range counts from its first sample.",
-                    query=Query(f"sum by (node, gpu, gpu_instance, xid) (increase({xids}[$__range])) > 0")),
+                    query=Query(f"sum by (node, gpu, gpu_instance, xid) ({events_in(xids, '$__range')}) > 0")),
         time_series(ids, title="Xid events", bars=True, description="Xid events per interval, per GPU "
                     "instance and Xid code.",
-                    queries=(Query(f"sum by (node, gpu, gpu_instance, xid) (increase({xids}[$__rate_interval]))"
+                    queries=(Query(f"sum by (node, gpu, gpu_instance, xid) ({events_in(xids, '$__rate_interval')})"
                                    " > 0", "{{node}} GPU {{gpu}} GI {{gpu_instance}} Xid {{xid}}"),)),
         label_table(ids, title="Xids since agent start, last seen", unit="dateTimeAsIso", span=24,
                     description="When each Xid was last received (agent clock).",

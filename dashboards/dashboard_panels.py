@@ -50,6 +50,18 @@ NAMESPACE = 'namespace=~"$namespace"'
 MATCH_ANYTHING = ".*"
 
 
+def events_in(counter: str, window: str) -> str:
+    """PromQL for the events `counter` counted within `window`, a series' first sample included.
+
+    gpu-watchdog creates an event counter (`xid_errors_total`, `evictions_total`, …) on its first event, so the
+    series is born at 1 and `increase()` — which only sees steps between samples — reads 0 for it: a panel showed
+    no Xid while `xid_errors_total` was 1. A series that did not exist `window` ago therefore counts with its whole
+    value (every event it counted happened inside the window); older series count by `increase()`. The alerts use
+    the same form (docs/alerting.md, "Counters are born at 1").
+    """
+    return f"(({counter} unless {counter} offset {window}) or increase({counter}[{window}]))"
+
+
 def variables() -> list:
     """datasource, node (multi, All) and namespace (multi, All), in that order."""
     node = (

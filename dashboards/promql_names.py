@@ -17,6 +17,7 @@ import re
 from typing import Iterable, Mapping
 
 from watchdog.publishing import ALL_FAMILIES, FamilySpec
+from watchdog.publishing.controller_metrics import ISOLATION_FAMILIES
 
 METRIC_NAME = re.compile(r"\bgpu_watchdog_[a-z_]+\b")
 # A selector right after a name: gpu_watchdog_x{a="b", c=~"d"}; strings may hold escaped quotes.
@@ -32,7 +33,7 @@ LEGEND_LABEL = re.compile(r"\{\{\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*\}\}")
 DERIVED_SUFFIXES = {"_bucket": ("histogram",), "_sum": ("histogram", "summary"), "_count": ("histogram", "summary")}
 
 
-def families_by_name(families: Iterable[FamilySpec] = ALL_FAMILIES) -> dict[str, FamilySpec]:
+def families_by_name(families: Iterable[FamilySpec] = ALL_FAMILIES + ISOLATION_FAMILIES) -> dict[str, FamilySpec]:
     """The catalogue keyed by the exposed sample name (counters with their `_total`)."""
     return {family.name: family for family in families}
 

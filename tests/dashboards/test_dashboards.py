@@ -15,13 +15,14 @@ from pathlib import Path
 import pytest
 
 from watchdog.publishing import ALL_FAMILIES
+from watchdog.publishing.controller_metrics import ISOLATION_FAMILIES
 
 REPO = Path(__file__).resolve().parents[2]
 DASHBOARDS = REPO / "dashboards"
 FILES = ("gpu-watchdog-node.json", "gpu-watchdog-actions.json")
 NAME = re.compile(r"gpu_watchdog_[a-z_]+")
 STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
-CATALOGUE = {family.name: family for family in ALL_FAMILIES}
+CATALOGUE = {family.name: family for family in ALL_FAMILIES + ISOLATION_FAMILIES}
 # Whole-GPU utilisation series: NVML does not report them in MIG mode, so a panel must exclude MIG GPUs.
 WHOLE_GPU_UTILISATION = (
     "gpu_watchdog_gpu_utilization_ratio",
@@ -143,7 +144,8 @@ def test_variables_datasource_node_namespace(name):
         assert variable["datasource"]["uid"] == "${datasource}"
     # every query is filtered by node
     for expr in all_exprs(load(name)):
-        if "label_values(gpu_watchdog_ready" not in expr:
+        # The controller's isolation audit is cluster-wide: its series have no node.
+        if "label_values(gpu_watchdog_ready" not in expr and "gpu_watchdog_isolation_" not in expr:
             assert 'node=~"$node"' in expr, expr
 
 
@@ -166,6 +168,7 @@ def test_node_dashboard_covers_gpus_mig_instances_pods_and_faults():
     ):
         assert f"gpu_watchdog_{metric}" in exprs, metric
     assert "increase(gpu_watchdog_xid_errors_total{" in exprs and "[$__range]" in exprs
+    assert "unless gpu_watchdog_xid_errors_total{" in exprs  # a series born at 1 counts its first sample
     assert "sum by (node, gpu, gpu_instance, xid)" in exprs  # Xids per GPU instance
     assert 'gpu_watchdog_pod_sm_utilization_ratio{node=~"$node", namespace=~"$namespace", mig_uuid=""}' in exprs
     panels = all_panels(load("gpu-watchdog-node.json"))
@@ -176,8 +179,9 @@ def test_node_dashboard_covers_gpus_mig_instances_pods_and_faults():
 def test_actions_dashboard_covers_findings_evictions_and_health():
     exprs = " ".join(all_exprs(load("gpu-watchdog-actions.json")))
     for clause in (
-        "sum by (kind, severity) (gpu_watchdog_findings", "sum by (result) (increase(gpu_watchdog_evictions_total",
-        "sum by (reason) (increase(gpu_watchdog_evictions_total", "sum by (namespace) (increase(gpu_watchdog_evictions",
+        "sum by (kind, severity) (gpu_watchdog_findings", "sum by (result) (((gpu_watchdog_evictions_total",
+        "sum by (reason) (((gpu_watchdog_evictions_total", "sum by (namespace) (((gpu_watchdog_evictions",
+        "unless gpu_watchdog_evictions_total{", "or increase(gpu_watchdog_evictions_total{",
         "gpu_watchdog_mode{", "gpu_watchdog_evictions_paused{", "gpu_watchdog_stage_success{",
         "gpu_watchdog_stage_duration_seconds{", "gpu_watchdog_errors_total{", "gpu_watchdog_policy_reloads_total{",
     ):

@@ -1,0 +1,89 @@
+{{/*
+Names are fixed, not derived from the release name: the admission policy names the two service accounts, the
+agents and the controller find the kill switch, the eviction budget and the policy by name, and two releases in one
+cluster would share (and fight over) the same GPUs anyway.
+*/}}
+
+{{/* Labels every object carries; app.kubernetes.io/name alone is the selector (selectors are immutable). */}}
+{{- define "gpu-watchdog.labels" -}}
+app.kubernetes.io/name: {{ .name }}
+app.kubernetes.io/part-of: gpu-watchdog
+app.kubernetes.io/version: {{ .root.Chart.AppVersion | quote }}
+{{- end -}}
+
+{{/* An image reference: repository:tag, or repository@digest when a digest is given (the digest wins). */}}
+{{- define "gpu-watchdog.image" -}}
+{{- $tag := .root.Values.image.tag | default .root.Chart.AppVersion -}}
+{{- if .digest -}}
+{{ .repository }}@{{ .digest }}
+{{- else -}}
+{{ .repository }}:{{ $tag }}
+{{- end -}}
+{{- end -}}
+
+{{- define "gpu-watchdog.agentImage" -}}
+{{ include "gpu-watchdog.image" (dict "root" . "repository" .Values.image.repository "digest" .Values.image.digest) }}
+{{- end -}}
+
+{{/* The Dockerfile's `controller` target, pushed as <repository>-controller (README, "Build and push the images"). */}}
+{{- define "gpu-watchdog.controllerImage" -}}
+{{- $repository := .Values.image.controllerRepository | default (printf "%s-controller" .Values.image.repository) -}}
+{{ include "gpu-watchdog.image" (dict "root" . "repository" $repository "digest" .Values.image.controllerDigest) }}
+{{- end -}}
+
+{{- define "gpu-watchdog.pullSecrets" -}}
+{{- with .Values.image.pullSecrets }}
+imagePullSecrets:
+{{- range . }}
+  - name: {{ . }}
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{/* The policy file both the agents and the controller mount: the inline policy with `mode` set from values, and
+both of the chart's namespaces among the protected ones whatever the inline list says (config adds protections,
+never removes them). */}}
+{{- define "gpu-watchdog.policy" -}}
+{{- $policy := deepCopy .Values.policy.inline -}}
+{{- $action := get $policy "action" | default dict -}}
+{{- $_ := set $action "mode" .Values.mode -}}
+{{- $protected := get $action "protected_namespaces" | default list -}}
+{{- range (list .Values.namespaces.agent .Values.namespaces.controller) -}}
+{{- if not (has . $protected) -}}
+{{- $protected = append $protected . -}}
+{{- end -}}
+{{- end -}}
+{{- $_ := set $action "protected_namespaces" $protected -}}
+{{- $_ := set $policy "action" $action -}}
+{{ toYaml $policy }}
+{{- end -}}
+
+{{/* The ConfigMap holding policy.yaml: the chart's, or the one the user names (it must exist in both namespaces). */}}
+{{- define "gpu-watchdog.policyConfigMap" -}}
+{{ .Values.policy.existingConfigMap | default "gpu-watchdog-policy" }}
+{{- end -}}
+
+{{- define "gpu-watchdog.webhookSecret" -}}
+{{ .Values.controller.webhookToken.secretName }}
+{{- end -}}
+
+{{/* The agent's settings.yaml (docs/configuration.md): the chart's part, then agent.settings merged over it. */}}
+{{- define "gpu-watchdog.agentSettings" -}}
+{{- $base := dict "namespace" .Values.namespaces.agent "attribution" (dict "proc_root" "/host/proc") -}}
+{{- $_ := set $base "publishing" (dict "port" (int .Values.agent.metricsPort)) -}}
+{{ toYaml (mergeOverwrite $base (deepCopy .Values.agent.settings)) }}
+{{- end -}}
+
+{{/* The controller's settings.yaml: `namespace` is the agents' (kill switch, eviction budget; protected),
+controller.lease_namespace the controller's own (its Lease and handled-firings record; protected too). */}}
+{{- define "gpu-watchdog.controllerSettings" -}}
+{{- $controller := dict "listen_port" (int .Values.controller.port) -}}
+{{- $_ := set $controller "token_file" "/var/run/secrets/gpu-watchdog/webhook-token" -}}
+{{- $_ := set $controller "lease_namespace" .Values.namespaces.controller -}}
+{{- $_ := set $controller "lease_name" "gpu-watchdog-controller" -}}
+{{- $_ := set $controller "handled_configmap" "gpu-watchdog-controller-handled" -}}
+{{- $base := dict "namespace" .Values.namespaces.agent "policy_file" "/etc/gpu-watchdog/policy/policy.yaml" -}}
+{{- $_ := set $base "audit_log" "-" -}}
+{{- $_ := set $base "controller" $controller -}}
+{{ toYaml (mergeOverwrite $base (deepCopy .Values.controller.settings)) }}
+{{- end -}}
