@@ -24,3 +24,11 @@ def test_every_command_in_the_table_exists():
     parser = build_parser()
     known = set(parser._subparsers._group_actions[0].choices)  # argparse keeps subcommands here
     assert commands and commands <= known
+
+
+def test_inline_policy_example_validates(tmp_path):
+    block = re.search(r"```yaml\n# settings.yaml\n(.*?)```", README, re.S)
+    assert block is not None
+    path = tmp_path / "settings.yaml"
+    path.write_text(block.group(1))
+    assert check_file(path) == ("settings", [])

@@ -1,4 +1,4 @@
-"""`gpu-watchdog` — the command line: run, demo, probe, check-config, record, replay, eval, controller.
+"""`gpu-watchdog` — the command line: run, demo, probe, check-config, record, replay, eval, audit, controller.
 
 Each subcommand parses its flags, builds settings, and hands over to the layer that does the work; no logic of
 the pipeline lives here.
@@ -10,6 +10,7 @@ import argparse
 import asyncio
 import json
 import logging
+import math
 import os
 import signal
 import socket
@@ -18,7 +19,9 @@ import time
 from typing import Any, Sequence
 
 from watchdog import __version__
-from watchdog.config import ConfigError, MalformedFile, Policy, check_data, load_policy, load_settings, read_yaml
+from watchdog.answers.commands import register as register_answers
+from watchdog.cli_errors import EXIT_USAGE, CommandError, describe
+from watchdog.config import ConfigError, MalformedFile, check_data, load_policy, load_settings, read_yaml
 
 log = logging.getLogger("watchdog")
 
@@ -142,15 +145,13 @@ async def _run_real(settings, nvml, sinks: Sequence[Any] = (), *, ticks: int | N
     except KubeError as exc:
         # A DaemonSet without its service account (or a bad kubeconfig) must not run on quietly blind: fail the
         # start so the kubelet restarts it and the operator sees why. `kube.access: none` opts out explicitly.
-        raise SystemExit(f"gpu-watchdog: cannot reach the Kubernetes API ({exc}); set kube.access: none to run "
-                         "without pod attribution and actions") from None
+        raise CommandError(f"cannot reach the Kubernetes API ({exc}); set kube.access: none to run "
+                           "without pod attribution and actions") from None
     try:
         await Agent(settings, nvml=nvml, clock=time.time, kube=kube, sinks=sinks).run(ticks=ticks)
-    except ConfigError as exc:
-        raise SystemExit(f"gpu-watchdog: {exc}") from None
     except NvmlUnavailable as exc:
-        raise SystemExit(
-            f"gpu-watchdog: no usable NVML ({exc}). Without a GPU, run the simulation instead: "
+        raise CommandError(
+            f"no usable NVML ({exc}). Without a GPU, run the simulation instead: "
             "`gpu-watchdog run --simulate scenarios/demo.yaml` or `gpu-watchdog demo`."
         ) from None
     finally:
@@ -193,45 +194,44 @@ def cmd_record(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"gpu-watchdog: {exc}", file=sys.stderr)
         return 2
+    from watchdog.evaluation.progress import Progress, ProgressSink
+
     recorder = TraceRecorder(args.out, tick_seconds=interval, source=source)
+    progress = Progress("record", total=args.ticks)
+    sinks = (recorder, ProgressSink(progress))
     try:
         if args.simulate:
             from watchdog.testbed.runner import run_simulated
 
-            return _run_async(run_simulated(args.simulate, port=args.port, config=args.config, sinks=(recorder,),
-                                            ticks=args.ticks, speed=args.speed, flags=flags))
+            speed = math.inf if args.fast else args.speed  # --fast: the next tick as soon as the agent is done
+            return _run_async(run_simulated(args.simulate, port=args.port, config=args.config, sinks=sinks,
+                                            ticks=args.ticks, speed=speed, flags=flags))
         args.mode = "observe"
         settings, nvml, status = _load_real(args)
         if status:
             return status
-        return _run_async(_run_real(settings, nvml, (recorder,), ticks=args.ticks))
+        return _run_async(_run_real(settings, nvml, sinks, ticks=args.ticks))
     finally:
+        progress.close()
         recorder.close()
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    from watchdog.evaluation.replay import replay
-    from watchdog.trace import TraceError
+    from watchdog.evaluation.replay_command import replay_command
 
-    try:
-        policy = load_policy(args.policy) if args.policy else Policy()
-        report = replay(args.trace, policy=policy, own_namespace=args.namespace, tenant_label=args.tenant_label)
-    except (ConfigError, TraceError) as exc:
-        print(f"gpu-watchdog replay: {exc}", file=sys.stderr)
-        return 2
-    except OSError as exc:
-        print(f"gpu-watchdog replay: cannot read {exc.filename}: {exc.strerror}", file=sys.stderr)
-        return 2
-    json.dump(report, sys.stdout, indent=2, sort_keys=False)
-    print()
-    return 0
+    return replay_command(args, stdout=sys.stdout, stderr=sys.stderr)
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from watchdog.evaluation.evaluate import evaluate, format_table
+    from watchdog.evaluation.evaluate import evaluate, format_table, scenario_files
+    from watchdog.evaluation.progress import Progress
 
     policy = load_policy(args.policy) if args.policy else None
-    result = evaluate(args.paths, base_policy=policy)
+    progress = Progress("eval", total=len(scenario_files(args.paths)), unit="scenarios")
+    try:
+        result = evaluate(args.paths, base_policy=policy, on_result=lambda _: progress.update())
+    finally:
+        progress.close()
     print(format_table(result))
     return 0
 
@@ -246,6 +246,35 @@ def cmd_controller(args: argparse.Namespace) -> int:
         return 2
     _setup_logging(settings.log_level)
     return _run_async(run_controller(settings))
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    """Exit 0: nothing failed; 1: a check failed or could not run; 2: the cluster could not be read at all."""
+    from watchdog.controller.isolation_audit import audit_cluster
+    from watchdog.isolation import RENDERERS, AuditSettings
+    from watchdog.kube import KubeApi, KubeError
+
+    async def audit():
+        kubeconfig = args.kubeconfig or os.environ.get("KUBECONFIG", "").split(os.pathsep)[0]
+        if not kubeconfig and os.path.exists(os.path.expanduser("~/.kube/config")):
+            kubeconfig = os.path.expanduser("~/.kube/config")
+        api = (await KubeApi.from_kubeconfig(kubeconfig, context=args.context) if kubeconfig
+               else KubeApi.in_cluster())
+        async with api:
+            settings = AuditSettings(tenant_label=args.tenant_label or "", pool_label=args.pool_label or "",
+                                     **({"reserved_label": args.reserved_label} if args.reserved_label else {}))
+            return await audit_cluster(api, settings=settings, namespace_selector=args.namespace_selector or "",
+                                       prometheus_url=args.prometheus or "")
+
+    try:
+        report = asyncio.run(audit())
+    except KubeError as exc:
+        print(f"gpu-watchdog audit: {exc}", file=sys.stderr)
+        return 2
+    sys.stdout.write(RENDERERS[args.output](report))
+    if report.errors and not report.results:
+        return 2
+    return 1 if report.failed else 0
 
 
 def _run_async(coro) -> int:
@@ -286,7 +315,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(func=cmd_run)
 
     demo = sub.add_parser("demo", help="the whole pipeline on a simulated GPU node")
-    demo.add_argument("--port", type=int, default=9435)
+    demo.add_argument("--port", type=int, default=9435, help="metrics port (default 9435; 0 picks a free one)")
     demo.add_argument("--scenario", help="scenario YAML (default scenarios/demo.yaml)")
     demo.add_argument("--config", help="settings YAML")
     demo.add_argument("--mode", choices=["observe", "dry-run", "enforce"], help="action mode (default dry-run)")
@@ -300,40 +329,70 @@ def build_parser() -> argparse.ArgumentParser:
     probe.set_defaults(func=cmd_probe)
 
     check = sub.add_parser("check-config", help="validate settings or policy files")
-    check.add_argument("files", nargs="+")
+    check.add_argument("files", nargs="+", metavar="FILE", help="settings or policy YAML (the kind is detected)")
     check.set_defaults(func=cmd_check_config)
 
     record = sub.add_parser("record", help="write each tick's sample and attribution as JSON lines")
-    record.add_argument("--out", required=True)
-    record.add_argument("--simulate", metavar="SCENARIO")
+    record.add_argument("--out", required=True, help="trace file to write (JSON lines; replay and eval read it)")
+    record.add_argument("--simulate", metavar="SCENARIO", help="record a simulated node instead of NVML")
     record.add_argument("--ticks", type=int, help="stop after this many ticks")
-    record.add_argument("--config")
-    record.add_argument("--port", type=int, default=0)
-    record.add_argument("--speed", type=float, default=1.0)
+    record.add_argument("--config", help="settings YAML (the mode is always observe)")
+    record.add_argument("--port", type=int, default=0, help="metrics port (default 0: a free one)")
+    record.add_argument("--speed", type=float, default=1.0,
+                        help="with --simulate: simulated seconds per real second (10: ten ticks of 1 s per second)")
+    record.add_argument("--fast", action="store_true",
+                        help="with --simulate: as fast as the agent can tick (overrides --speed)")
     record.set_defaults(func=cmd_record)
 
     replay = sub.add_parser("replay", help="re-run detection and the eviction rules on a trace")
-    replay.add_argument("trace")
+    replay.add_argument("trace", nargs="+", help="trace file (.jsonl or .jsonl.gz) or directory of flight-recorder "
+                        "segments; several: one report each")
     replay.add_argument("--policy", help="policy YAML")
-    replay.add_argument("--report", choices=["json"], default="json")
+    replay.add_argument("--report", choices=["json", "text"], default=None,
+                        help="report format on stdout (default: text on a terminal, JSON otherwise)")
+    replay.add_argument("--compare", metavar="POLICY_B",
+                        help="replay again under this policy and print what changes (only in A, only in B, shifted)")
+    replay.add_argument("--workers", type=int, default=1, help="replay several traces in this many processes")
+    replay.add_argument("--plot", metavar="OUT.png", help="draw a timeline per contention domain (needs matplotlib)")
     replay.add_argument("--namespace", default="gpu-watchdog", help="the agent's own namespace (always protected)")
     replay.add_argument("--tenant-label", help="pod label naming the tenant, as attribution.tenant_label")
     replay.set_defaults(func=cmd_replay)
 
     ev = sub.add_parser("eval", help="precision, recall and latency on labelled scenarios")
-    ev.add_argument("paths", nargs="+")
-    ev.add_argument("--policy")
+    ev.add_argument("paths", nargs="+", metavar="PATH", help="labelled scenario files or directories of them")
+    ev.add_argument("--policy", help="policy YAML to evaluate instead of each scenario's own")
     ev.set_defaults(func=cmd_eval)
 
+    audit = sub.add_parser("audit", help="check each tenant's isolation (quotas, node pools, GPU sharing, network)")
+    audit.add_argument("--kubeconfig", help="kubeconfig (default $KUBECONFIG, ~/.kube/config, else in-cluster)")
+    audit.add_argument("--context", help="kubeconfig context")
+    audit.add_argument("--namespace-selector", help="label selector picking the tenants' namespaces (default all)")
+    audit.add_argument("--tenant-label", help="namespace label naming the tenant (default: one tenant per namespace)")
+    audit.add_argument("--pool-label", help="node label naming the node pool (default nvidia.com/gpu.product)")
+    audit.add_argument("--reserved-label", help="node label naming the only tenant allowed on the node")
+    audit.add_argument("--prometheus", metavar="URL", help="Prometheus scraping the agents: name who shares each GPU")
+    audit.add_argument("--output", "-o", choices=["table", "json", "yaml"], default="table", help="report format")
+    audit.set_defaults(func=cmd_audit)
+
+    register_answers(sub)  # explain, inventory
+
     ctl = sub.add_parser("controller", help="the cluster controller acting on Alertmanager webhooks")
-    ctl.add_argument("--config")
+    ctl.add_argument("--config", help="settings YAML (controller, kube, policy sections)")
     ctl.set_defaults(func=cmd_controller)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; a failure the user can fix (file, port, settings, cluster) is one line on stderr, exit 2."""
     args = build_parser().parse_args(argv)
-    return int(args.func(args) or 0)
+    try:
+        return int(args.func(args) or 0)
+    except Exception as exc:  # worded by cli_errors, or re-raised with its traceback (a bug)
+        line = describe(exc, command=args.command)
+        if line is None:
+            raise
+        print(f"gpu-watchdog {args.command}: {line}", file=sys.stderr)
+        return EXIT_USAGE
 
 
 if __name__ == "__main__":

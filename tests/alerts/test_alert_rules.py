@@ -18,6 +18,7 @@ from watchdog.config.detection import DEFAULT_APPLICATION_XIDS, DEFAULT_CONTAINE
 from watchdog.controller.webhook import ACTION_LABEL, KIND_LABEL
 from watchdog.model import REPORT_ONLY_KINDS, FindingKind
 from watchdog.publishing import ALL_FAMILIES
+from watchdog.publishing.controller_metrics import ISOLATION_FAMILIES
 
 REPO = Path(__file__).resolve().parents[2]
 ALERTS = REPO / "alerts"
@@ -27,7 +28,7 @@ ALERTMANAGER = ALERTS / "alertmanager.example.yaml"
 NAME = re.compile(r"\bgpu_watchdog_[a-z_]+\b")
 RECORDED = re.compile(r"\bgpu_watchdog:[a-z_:]+")
 STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
-CATALOGUE = {family.name for family in ALL_FAMILIES}
+CATALOGUE = {family.name for family in ALL_FAMILIES + ISOLATION_FAMILIES}  # the agent's, the controller's audit
 
 
 def run(*command: str) -> subprocess.CompletedProcess:

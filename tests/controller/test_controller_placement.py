@@ -21,7 +21,7 @@ from watchdog.controller.app import WebhookHandler
 from watchdog.controller.selection import decide_alert
 from watchdog.controller.webhook import parse_payload, select_targets
 from watchdog.model import EvictionResult as R
-from watchdog.model import FindingKind, PodInfo
+from watchdog.model import REPORT_ONLY_KINDS, PodInfo
 from watchdog.publishing.controller_metrics import ControllerExposition, ControllerStatus
 
 POLICY = ActionPolicy()
@@ -85,9 +85,10 @@ def test_a_device_bound_alert_acts_only_on_the_pod_it_names():
     assert (d.pod, d.result) == ("on-gpu", None) and d.request.evidence["gpu_uuid"] == "GPU-1"
 
 
-def test_a_report_only_kind_is_never_an_eviction_reason():
-    d = decide_alert(target(node="node-a", kind="mig_memory_warning"), [TRAIN_BIG], policy=POLICY)
-    assert d.finding_kind is FindingKind.MIG_MEMORY_WARNING
+@pytest.mark.parametrize("kind", sorted(REPORT_ONLY_KINDS))
+def test_a_report_only_kind_is_never_an_eviction_reason(kind):
+    d = decide_alert(target(node="node-a", kind=kind.value), [TRAIN_BIG], policy=POLICY)
+    assert d.finding_kind is kind
     assert (d.result, d.request) == (R.NO_CANDIDATE, None) and "report only" in d.detail
 
 

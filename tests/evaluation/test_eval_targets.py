@@ -38,6 +38,7 @@ def test_suite_meets_detection_targets(suite: tuple[Evaluation, str]) -> None:
     for kind in ("unauthorized", "xid"):
         assert evaluation.kinds[kind].recall == 1.0, f"{kind} recall\n{table}"
     _true_findings_cover_their_windows(evaluation, table)
+    _a100_mig_victims_are_never_lost_and_an_unknown_culprit_is_never_evicted(evaluation, table)
 
 
 def test_true_findings_end_with_their_cause(suite: tuple[Evaluation, str]) -> None:
@@ -60,6 +61,20 @@ def test_suite_evicts_exactly_the_expected_pods(suite: tuple[Evaluation, str]) -
     antagonist = next(s for s in evaluation.scenarios if s.name == "high-priority-antagonist")
     assert antagonist.requested == () and antagonist.scored.kinds["interference"].detected == 1
     _long_true_interference_is_evicted_with_the_default_hysteresis(evaluation, table)
+
+
+def _a100_mig_victims_are_never_lost_and_an_unknown_culprit_is_never_evicted(evaluation: Evaluation,
+                                                                              table: str) -> None:
+    """No GPM on an A100: the culprit is named with borrowed dcgm-exporter activity, reported unknown without it."""
+    by_name = {s.name: s for s in evaluation.scenarios}
+    named, blind = by_name["interference-power-a100-mig"], by_name["interference-power-a100-mig-blind"]
+    assert "trap-same-tenant-power-a100-mig" in by_name, table
+    assert named.scored.kinds["interference"].detected == 1 and named.requested == ("batch/sweep",), table
+    assert blind.scored.kinds["culprit_unknown"].detected == 1 and blind.scored.kinds["interference"].findings == 0
+    assert blind.requested == () and blind.sent == (), f"a culprit-unknown finding led to an eviction\n{table}"
+    unknown = evaluation.kinds["culprit_unknown"]
+    assert unknown.precision == 1.0 and unknown.recall == 1.0, f"culprit_unknown\n{table}"
+    assert evaluation.kinds["interference"].precision == 1.0, f"interference precision\n{table}"
 
 
 def _true_findings_cover_their_windows(evaluation: Evaluation, table: str) -> None:

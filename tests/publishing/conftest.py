@@ -8,6 +8,7 @@ import pytest
 
 from watchdog.model import (
     Attribution,
+    ClaimRef,
     ContainerInfo,
     Finding,
     FindingKind,
@@ -116,6 +117,9 @@ def build_rich_snapshot(*, tenant_label: str | None = "team") -> Snapshot:
             302: PodRef("batch", "ts-2", "", "b"),  # no uid: the tenant is found by namespace/name
         },
         index=PodIndex.of((train, infer_b, infer_c, ts_one, ts_two), tenant_label=tenant_label),
+        # train-a and ts-1 got their devices through DRA ResourceClaims; ts-2 through the device plugin.
+        claims={(MIG_OWNED, "ml/train-a"): ClaimRef("ml", "train-a-mig"),
+                (A100_UUID, "ml/ts-1"): ClaimRef("ml", "ts-1-gpu")},
         healthy=True, kubelet_ok=True, api_ok=True,
     )
     findings = (
@@ -148,6 +152,7 @@ def build_rich_snapshot(*, tenant_label: str | None = "team") -> Snapshot:
         tenant_label=tenant_label,
         policy_reloads={"success": 2},
         mqtt={"published": 12, "dropped": 1, "connect_failures": 2, "connected": 1},
+        flight_recorder={"bytes_written": 31_000, "ticks_written": 10, "dropped": 1, "deleted": 0, "segments": 2},
     )
 
 

@@ -130,7 +130,8 @@ async def test_real_port_start_stop(agent, rich_snapshot):
             ) as response:
                 assert response.status == 200
                 assert response.headers["Content-Encoding"] == "gzip"  # aiohttp asks for gzip by default
-                assert await response.read() == render(rich_snapshot, True)
+                body = await response.read()  # one gzip member: process_* first, then the cached snapshot body
+                assert body.startswith(b"# HELP process_") and body.endswith(render(rich_snapshot, True))
             async with session.get(f"http://127.0.0.1:{port}/healthz") as response:
                 assert response.status == 200
             async with session.get(f"http://127.0.0.1:{port}/readyz") as response:
@@ -143,13 +144,17 @@ async def test_real_port_start_stop(agent, rich_snapshot):
             await session.get(f"http://127.0.0.1:{port}/healthz")
 
 
-async def test_gzip_is_off_by_default(agent, rich_snapshot):
-    server = MetricsServer.from_settings(PublishingSettings(host="127.0.0.1", port=0),
+async def test_gzip_by_default_only_when_asked(agent, rich_snapshot):
+    server = MetricsServer.from_settings(PublishingSettings(host="127.0.0.1", port=0, process_metrics=False),
                                          snapshot_provider=agent.latest, alive=agent.is_alive)
     port = await server.start()
     try:
         async with aiohttp.ClientSession() as session:
             async with session.get(f"http://127.0.0.1:{port}/metrics") as response:
+                assert response.headers["Content-Encoding"] == "gzip"  # aiohttp asks, as Prometheus does
+                assert await response.read() == render(rich_snapshot, False)
+            async with session.get(f"http://127.0.0.1:{port}/metrics",
+                                   headers={"Accept-Encoding": "identity"}) as response:
                 assert "Content-Encoding" not in response.headers
                 assert await response.read() == render(rich_snapshot, False)
     finally:

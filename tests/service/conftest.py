@@ -43,6 +43,8 @@ class Driver:
         self.tasks.append(asyncio.create_task(self.agent.kubelet.refresher(self.world.clock, poll_seconds=0.01)))
         if self.agent.pod_watcher is not None:
             self.tasks.append(asyncio.create_task(self.agent.pod_watcher.run()))
+        if self.agent.slice_watcher is not None:
+            self.tasks.append(asyncio.create_task(self.agent.slice_watcher.run()))
         await self.agent.kill_switch.refresh()  # the agent's kill-switch watcher reads it first thing
         await self.caught_up()
 
@@ -51,6 +53,11 @@ class Driver:
         api_pods = {(p["metadata"]["namespace"], p["metadata"]["name"]) for p in self.world.api.objects("pods")}
         await poll(lambda: self.agent.pod_watcher.ok and {(p.namespace, p.name) for p in
                    self.agent.pods.index().pods.values()} == api_pods, what="pod cache")
+        if self.agent.slice_watcher is not None:
+            api_slices = {o["metadata"]["name"]: o["spec"]["pool"]["generation"]
+                          for o in self.world.api.objects("resourceslices")}
+            await poll(lambda: self.agent.slice_watcher.ok and self.agent.slices.generations() == api_slices,
+                       what="resourceslice cache")
         calls = self.agent.kubelet.list_calls
         self.agent.kubelet.request_refresh()
         await poll(lambda: self.agent.kubelet.list_calls > calls and self.agent.kubelet.ok, what="a kubelet List")

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import time
+from datetime import datetime
+
 from tests.service.conftest import SCENARIOS
 from watchdog.testbed.runner import run_simulated
 
@@ -15,10 +18,18 @@ async def test_bounded_simulated_run_moves_one_tick_per_cycle():
         def tick_done(self, result) -> None:
             seen.append((result.sample.tick, result.sample.timestamp, result.attribution.healthy))
 
+    started = time.time()
+    worlds = []
     await run_simulated(SCENARIOS / "demo.yaml", port=0, ticks=30, speed=1e6, sinks=(Seen(),),
-                        flags={"sampling": {"events": False}})
+                        flags={"sampling": {"events": False}}, ready=lambda agent, world: worlds.append(world))
     assert [tick for tick, _, _ in seen] == list(range(30))
-    assert [timestamp for _, timestamp, _ in seen] == [float(tick) for tick in range(30)]  # background tasks
+    first = seen[0][1]  # the world's clock starts at the wall time, not at 1970 …
+    assert started <= first <= time.time()
+    assert [timestamp - first for _, timestamp, _ in seen] == [float(tick) for tick in range(30)]  # background tasks
+    # … and the fake API server stamps objects on the same time line: `kubectl describe` ages read as now.
+    created = [datetime.fromisoformat(pod["metadata"]["creationTimestamp"].replace("Z", "+00:00")).timestamp()
+               for pod in worlds[0].api.objects("pods")]
+    assert created and all(started - 1 <= stamp <= first + 30 for stamp in created)
     assert any(healthy for _, _, healthy in seen[5:])  # never move the simulated clock
 
 

@@ -42,6 +42,12 @@ def test_demo_scenario_loads_and_has_the_promised_shape():
     ({"xids": [{"at": 1, "gpu": 1, "instance": 0, "xid": 13}]}, "xids.0.instance"),
     ({"faults": [{"at": 1, "gpu": 0}]}, "faults.0"),
     ({"tick_seconds": 0}, "tick_seconds"),
+    ({"pods": [{"namespace": "a", "name": "b", "device": {"gpu": 1}, "claim": "c"}]}, "pods.0.claim: only a DRA"),
+    ({"dra": {}, "pods": [{"namespace": "a", "name": "b", "claim": "c"}]}, "pods.0.claim: a claim needs"),
+    ({"dra": {}, "pods": [{"namespace": "a", "name": "b", "device": {"gpu": 1}, "claim": "c"},
+                          {"namespace": "a", "name": "d", "device": {"gpu": 0, "instance": 0}, "claim": "c"}]},
+     "pods.1.device: claim a/c is shared"),
+    ({"dra": {"slice_lag_ticks": -1}}, "dra.slice_lag_ticks"),
 ])
 def test_errors_name_the_field(change, field):
     with pytest.raises(ScenarioError) as raised:

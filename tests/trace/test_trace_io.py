@@ -122,7 +122,7 @@ def test_bad_line_is_reported_with_file_line_and_field(tmp_path: Path, bad_tick_
 @pytest.mark.parametrize(
     ("header", "expected"),
     [
-        ({**HEADER, "version": 2}, r":1: version: unsupported trace version 2 \(this reader knows 1\)"),
+        ({**HEADER, "version": 3}, r":1: version: unsupported trace version 3 \(this reader knows 1 and 2\)"),
         ({k: v for k, v in HEADER.items() if k != "node"}, r":1: \(line\): 'node' is a required property"),
         ({**HEADER, "tick_seconds": 0}, r":1: tick_seconds: 0 is less than or equal to the minimum of 0"),
         ({**HEADER, "format": "csv"}, r":1: format: 'gpu-watchdog-trace' was expected"),

@@ -20,7 +20,7 @@ import logging
 import math
 from typing import Awaitable, Callable, Mapping, Protocol
 
-from watchdog.model import DeviceAssignment
+from watchdog.model import ClaimDevice, DeviceAssignment
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 class AssignmentLister(Protocol):
     """What the refresher needs from a client (``kubelet.PodResourcesClient`` in production)."""
 
-    async def list_assignments(self) -> tuple[DeviceAssignment, ...]: ...
+    async def list_assignments(self) -> tuple[DeviceAssignment | ClaimDevice, ...]: ...
 
 
 class KubeletAssignments:
@@ -53,6 +53,7 @@ class KubeletAssignments:
         self._backoff_initial = backoff_initial_seconds
         self._backoff_max = backoff_max_seconds
         self._assignments: tuple[DeviceAssignment, ...] = ()
+        self._claim_devices: tuple[ClaimDevice, ...] = ()
         self._known: frozenset[str] = frozenset()
         self._ok = False  # nothing listed yet: absences prove nothing until the first List succeeds
         self._next_periodic = -math.inf
@@ -74,6 +75,12 @@ class KubeletAssignments:
     def assignments(self) -> tuple[DeviceAssignment, ...]:
         """The latest successful List, or () while degraded."""
         return self._assignments
+
+    @property
+    def claim_devices(self) -> tuple[ClaimDevice, ...]:
+        """The DRA (claim, driver, pool, device) tuples of the latest successful List, or () while degraded; they
+        become assignments once the driver's ResourceSlices name their devices (``join.resolve_claim_devices``)."""
+        return self._claim_devices
 
     @property
     def ok(self) -> bool:
@@ -161,10 +168,12 @@ class KubeletAssignments:
             await self.refresh(clock())
             await sleep(max(0.0, min(poll_seconds, self.next_due() - clock())))
 
-    def _succeed(self, listed: tuple[DeviceAssignment, ...], now: float) -> None:
+    def _succeed(self, listed: tuple[DeviceAssignment | ClaimDevice, ...], now: float) -> None:
         if self._failures:
             log.info("kubelet PodResources recovered after %d failed List calls", self._failures)
-        self._assignments = listed
+        self._assignments = tuple(entry for entry in listed if isinstance(entry, DeviceAssignment))
+        self._claim_devices = tuple(entry for entry in listed if isinstance(entry, ClaimDevice))
+        listed = self._assignments
         self._known = frozenset(assignment.device_id for assignment in listed)
         self._ok = True
         self._failures = 0
@@ -191,6 +200,7 @@ class KubeletAssignments:
         self._failures += 1
         self._ok = False
         self._assignments = ()
+        self._claim_devices = ()
         self._known = frozenset()
         self.last_error = f"{kind}: {error}"
         delay = min(self._backoff_max, self._backoff_initial * 2 ** min(self._failures - 1, 32))

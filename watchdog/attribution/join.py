@@ -8,15 +8,22 @@ benchmarked alone. Two rules carry the safety story:
   GPU (stale attribution after the pod ends is a complaint users of existing GPU exporters raise).
 - ``healthy`` is false whenever the kubelet or the API could not be read: then an absence proves nothing, and the
   downstream stages must not call a process "unauthorized" or act on it.
+
+Devices allocated through Dynamic Resource Allocation join in two steps: ``resolve_claim_devices`` turns the
+kubelet's (claim, driver, pool, device) tuples into ordinary assignments through the driver's ResourceSlices, and
+whatever no slice names yet (a MIG device created at claim time, before its slice is updated) is handed back so the
+service can hold those pods' processes back instead of judging them.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from types import MappingProxyType
 from typing import Iterable, Iterator, Mapping
 
 from watchdog.attribution.pods import container_name_of
-from watchdog.model import Attribution, DeviceAssignment, NodeSample, PodIndex, PodRef, ProcessSample
+from watchdog.model import (Attribution, ClaimDevice, ClaimRef, DeviceAssignment, Finding, NodeSample, PodIndex,
+                            PodRef, ProcessSample, SliceDevice, SliceKey)
 
 
 def attribute(
@@ -40,10 +47,13 @@ def attribute(
     taken back later (the service's hold-back of unconfirmed pairs) is never counted for its pod.
     """
     devices: dict[str, list[PodRef]] = {}
+    claims: dict[tuple[str, str], ClaimRef] = {}
     for assignment in assignments:
         ref = _device_owner(assignment, index, api_ok=api_ok)
         if ref is None:
             continue
+        if assignment.claim is not None:
+            claims[(assignment.device_id, ref.key)] = assignment.claim
         owners = devices.setdefault(assignment.device_id, [])
         if ref not in owners:  # one container holding two replicas of one time-sliced GPU is still one owner
             owners.append(ref)
@@ -61,10 +71,87 @@ def attribute(
         devices=MappingProxyType({uuid: tuple(refs) for uuid, refs in devices.items()}),
         processes=MappingProxyType(processes),
         index=index,
+        claims=MappingProxyType(claims),
         healthy=kubelet_ok and api_ok,
         kubelet_ok=kubelet_ok,
         api_ok=api_ok,
     )
+
+
+def resolve_claim_devices(
+    claim_devices: Iterable[ClaimDevice],
+    slices: Mapping[SliceKey, SliceDevice],
+    *,
+    sample: NodeSample | None = None,
+    taken: Iterable[str] = (),
+) -> tuple[tuple[DeviceAssignment, ...], tuple[ClaimDevice, ...]]:
+    """(assignments, unresolved): each claimed device whose slice entry carries an NVML UUID becomes an assignment
+    of that UUID with its claim; the rest come back unresolved, to be held back.
+
+    A MIG device the driver advertises before it exists has no ``uuid`` in its slice entry, only ``parentUUID`` and
+    ``profile``; after the claim created it, its slice entry may never be republished with one (dcgm-exporter issue
+    #714). Given the ``sample``, such a device is resolved to the MIG device of that profile on that parent GPU when
+    exactly one exists that nothing else names (no slice UUID, no device in ``taken``: the device plugin's) and only
+    one pending claimed device asks for it; any ambiguity stays unresolved. Several pods on one claim (a shared
+    claim) become several assignments of one device: the same sharing domain as time-sliced replicas of a
+    device-plugin GPU. The resource is ``<driver>/<type>`` (``gpu.nvidia.com/mig``).
+    """
+    found: list[tuple[ClaimDevice, str, str]] = []
+    unresolved: list[ClaimDevice] = []
+    by_shape: dict[tuple[str, str], list[tuple[ClaimDevice, SliceDevice]]] = {}
+    for claimed in claim_devices:
+        device = slices.get(claimed.slice_key)
+        if device is not None and device.uuid:
+            found.append((claimed, device.uuid, device.type))
+        elif device is not None and sample is not None and device.parent_uuid and device.profile:
+            by_shape.setdefault((device.parent_uuid, device.profile), []).append((claimed, device))
+        else:
+            unresolved.append(claimed)
+    if by_shape:
+        named = {device.uuid for device in slices.values() if device.uuid} | set(taken)
+        gpus = sample.gpus if sample is not None else ()
+        for (parent, profile), waiting in by_shape.items():
+            candidates = [mig.uuid for gpu in gpus if gpu.uuid == parent and not gpu.lost
+                          for mig in gpu.instances if mig.profile == profile and mig.uuid not in named]
+            if len(candidates) == 1 and len({claimed.slice_key for claimed, _ in waiting}) == 1:
+                found.extend((claimed, candidates[0], device.type) for claimed, device in waiting)
+            else:
+                unresolved.extend(claimed for claimed, _ in waiting)
+    resolved = tuple(DeviceAssignment(
+        device_id=uuid, resource=f"{claimed.driver}/{kind or 'device'}", namespace=claimed.namespace,
+        pod=claimed.pod, container=claimed.container, claim=claimed.claim) for claimed, uuid, kind in found)
+    return resolved, tuple(unresolved)
+
+
+def with_claims(findings: Iterable[Finding], attribution: Attribution) -> tuple[Finding, ...]:
+    """The findings, each with ``claim_namespace``/``claim_name`` in its evidence when the pod it is about (the
+    culprit, else the first victim) holds a device through a DRA claim: the claim on the finding's own device
+    (``mig_uuid``, else ``gpu_uuid``) when there is one, else the pod's only claim on the node (a whole-GPU finding
+    about a pod on one of its MIG devices). Evidence is not material (``model.findings.material``): adding it never
+    reopens or re-announces a finding."""
+    findings = tuple(findings)
+    if not attribution.claims:
+        return findings
+    by_pod: dict[str, set[ClaimRef]] = {}
+    for (_, key), claim in attribution.claims.items():
+        by_pod.setdefault(key, set()).add(claim)
+    enriched = []
+    for finding in findings:
+        ref = finding.culprit or (finding.victims[0] if finding.victims else None)
+        claim = None
+        if ref is not None:
+            device = finding.mig_uuid or finding.gpu_uuid
+            claim = attribution.claims.get((device, ref.key))
+            held = by_pod.get(ref.key, set())
+            if claim is None and len(held) == 1:
+                claim = next(iter(held))
+        if claim is None:
+            enriched.append(finding)
+            continue
+        evidence = MappingProxyType({**finding.evidence, "claim_namespace": claim.namespace,
+                                     "claim_name": claim.name})
+        enriched.append(replace(finding, evidence=evidence))
+    return tuple(enriched)
 
 
 def unknown_devices(sample: NodeSample, assignments: Iterable[DeviceAssignment]) -> tuple[str, ...]:

@@ -5,7 +5,10 @@ refresh policy (``assignments.py``) is testable without a server and grpc stays 
 unix socket and the ``/v1.PodResourcesLister/*`` paths (kubernetes
 staging/src/k8s.io/kubelet/pkg/apis/podresources/v1/api.proto, ``package v1``), the server's 100 QPS/burst 10 rate
 limit answered with RESOURCE_EXHAUSTED (kubernetes pkg/kubelet/apis/podresources/grpc/ratelimit.go), replicas of a
-time-sliced/MPS device listed as ``<uuid>::<n>`` (NVIDIA k8s-device-plugin, internal/rm).
+time-sliced/MPS device listed as ``<uuid>::<n>`` (NVIDIA k8s-device-plugin, internal/rm). Devices allocated through
+Dynamic Resource Allocation come back as ``ClaimDevice`` (claim, driver, pool, device) tuples from
+``ContainerResources.dynamic_resources``, for the configured DRA drivers only; their NVML identity is in the driver's
+ResourceSlices, which ``attribution.join.resolve_claim_devices`` joins them with.
 """
 
 from __future__ import annotations
@@ -21,11 +24,13 @@ from watchdog.attribution.assignments import KubeletAssignments
 from watchdog.attribution.proto import podresources_v1_pb2 as pb
 from watchdog.attribution.proto import podresources_v1_pb2_grpc as pb_grpc
 from watchdog.config.attribution import AttributionSettings
-from watchdog.model import DeviceAssignment
+from watchdog.model import ClaimDevice, ClaimRef, DeviceAssignment
 
 log = logging.getLogger(__name__)
 
 DEFAULT_RESOURCES = ("nvidia.com/gpu", "nvidia.com/mig-*")
+DEFAULT_DRA_DRIVERS = ("gpu.nvidia.com",)  # NVIDIA's DRA driver for GPUs (k8s-dra-driver-gpu, DriverName)
+Listed = DeviceAssignment | ClaimDevice
 _REPLICA_SEPARATOR = "::"
 # A List answer grows with pods × devices; Kubernetes' own podresources client helper accepts 16 MiB
 # (pkg/kubelet/apis/podresources/client.go, defaultPodResourcesMaxSize) instead of gRPC's 4 MiB default; so do we.
@@ -77,7 +82,8 @@ class PodResourcesClient:
     """
 
     def __init__(
-        self, socket_path: str, *, timeout: float = 5.0, resources: Sequence[str] = DEFAULT_RESOURCES
+        self, socket_path: str, *, timeout: float = 5.0, resources: Sequence[str] = DEFAULT_RESOURCES,
+        dra_drivers: Sequence[str] = DEFAULT_DRA_DRIVERS,
     ) -> None:
         if not socket_path:
             raise ValueError("socket_path must name the kubelet's pod-resources unix socket")
@@ -86,19 +92,21 @@ class PodResourcesClient:
         self.socket_path = socket_path
         self.timeout = timeout
         self.resources = tuple(resources)
+        self.dra_drivers = frozenset(dra_drivers)
         self.calls = 0
         self._channel: grpc.aio.Channel | None = None
         self._stub: pb_grpc.PodResourcesListerStub | None = None
 
-    async def list_assignments(self) -> tuple[DeviceAssignment, ...]:
-        """Every GPU/MIG device (per the resource patterns) the kubelet has assigned to a container on this node."""
+    async def list_assignments(self) -> tuple[Listed, ...]:
+        """Every GPU/MIG device (per the resource patterns) the kubelet has assigned to a container on this node,
+        then every device of a configured DRA driver a container got through a claim."""
         response = await self._call("List", pb.ListPodResourcesRequest())
-        found: list[DeviceAssignment] = []
+        found: list[Listed] = []
         for pod in response.pod_resources:
             found.extend(self._pod_assignments(pod))
         return tuple(found)
 
-    async def get_assignments(self, namespace: str, name: str) -> tuple[DeviceAssignment, ...]:
+    async def get_assignments(self, namespace: str, name: str) -> tuple[Listed, ...]:
         """One pod's devices via Get (beta, on by default from Kubernetes 1.34)."""
         request = pb.GetPodResourcesRequest(pod_name=name, pod_namespace=namespace)
         response = await self._call("Get", request)
@@ -120,8 +128,8 @@ class PodResourcesClient:
         if channel is not None:
             await channel.close()
 
-    def _pod_assignments(self, pod: pb.PodResources) -> list[DeviceAssignment]:
-        found = []
+    def _pod_assignments(self, pod: pb.PodResources) -> list[Listed]:
+        found: list[Listed] = []
         for container in pod.containers:
             for devices in container.devices:
                 if not resource_matches(devices.resource_name, self.resources):
@@ -138,6 +146,14 @@ class PodResourcesClient:
                             replica=replica,
                         )
                     )
+            for dynamic in container.dynamic_resources:
+                claim = ClaimRef(dynamic.claim_namespace or pod.namespace, dynamic.claim_name)
+                found.extend(
+                    ClaimDevice(driver=resource.driver_name, pool=resource.pool_name, device=resource.device_name,
+                                claim=claim, namespace=pod.namespace, pod=pod.name, container=container.name)
+                    for resource in dynamic.claim_resources
+                    if resource.driver_name in self.dra_drivers and resource.device_name
+                )
         return found
 
     async def _call(self, method: str, request):
@@ -172,7 +188,8 @@ class PodResourcesClient:
 def assignments_from_settings(settings: AttributionSettings) -> KubeletAssignments:
     """The production wiring: a client on the configured socket behind the refresh/backoff policy."""
     client = PodResourcesClient(
-        settings.kubelet_socket, timeout=settings.kubelet_timeout_seconds, resources=settings.resources
+        settings.kubelet_socket, timeout=settings.kubelet_timeout_seconds, resources=settings.resources,
+        dra_drivers=(settings.dra_driver,) if settings.dra_driver else (),
     )
     return KubeletAssignments(
         client,

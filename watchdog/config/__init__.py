@@ -17,13 +17,14 @@ from watchdog.config.action import ActionPolicy
 from watchdog.config.attribution import AttributionSettings
 from watchdog.config.controller import ControllerSettings
 from watchdog.config.detection import DetectionPolicy
+from watchdog.config.flight_recorder import FlightRecorderSettings
 from watchdog.config.kube import KubeSettings
 from watchdog.config.loading import ConfigError, MalformedFile, deep_merge, env_overrides, read_yaml, validate
 from watchdog.config.mqtt import MqttSettings
 from watchdog.config.publishing import PublishingSettings
 from watchdog.config.policy import Policy
 from watchdog.config.sampling import SamplingSettings
-from watchdog.config.prometheus_signals import SignalsSettings
+from watchdog.config.prometheus_signals import BorrowedActivitySettings, SignalsSettings
 from watchdog.model import Mode
 
 __all__ = [
@@ -32,6 +33,7 @@ __all__ = [
     "ConfigError",
     "ControllerSettings",
     "DetectionPolicy",
+    "FlightRecorderSettings",
     "KubeSettings",
     "MalformedFile",
     "MqttSettings",
@@ -39,6 +41,7 @@ __all__ = [
     "PublishingSettings",
     "SamplingSettings",
     "SignalsSettings",
+    "BorrowedActivitySettings",
     "Settings",
     "check_data",
     "check_file",
@@ -60,6 +63,9 @@ class Settings(Section):
     controller: ControllerSettings = Field(default_factory=ControllerSettings, description="Cluster controller.")
     signals: SignalsSettings = Field(default_factory=SignalsSettings, description="Tenant victim-signal queries.")
     mqtt: MqttSettings = Field(default_factory=MqttSettings, description="MQTT event stream (off by default).")
+    flight_recorder: FlightRecorderSettings = Field(
+        default_factory=FlightRecorderSettings, description="Rolling trace of the last ticks on disk (off by default)."
+    )
     policy: Policy = Field(default_factory=Policy, description="Inline policy, used when policy_file is unset.")
     policy_file: str | None = Field(None, description="Policy YAML reloaded while running (overrides `policy`).")
     mode_override: Mode | None = Field(

@@ -21,6 +21,11 @@ class AttributionSettings(Section):
         default_factory=lambda: ["nvidia.com/gpu", "nvidia.com/mig-*"],
         description="Resource names (fnmatch patterns) whose devices are GPUs or MIG instances.",
     )
+    dra_driver: str = Field(
+        "gpu.nvidia.com",
+        description="Dynamic Resource Allocation driver whose claimed devices are GPUs or MIG devices; \"\" turns "
+        "DRA attribution (and the ResourceSlice watch) off.",
+    )
     proc_root: str = Field("/proc", description="Root of the proc filesystem (host's /proc mounted in the pod).")
     tenant_label: str | None = Field(None, description="Pod label key naming the tenant; the namespace when unset.")
     gpu_memory_request_resource: str | None = Field(

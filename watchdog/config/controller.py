@@ -76,6 +76,19 @@ class ControllerSettings(Section):
         500, ge=1, le=5000, description="How many handled firings the ConfigMap keeps (it is limited to 1 MiB)."
     )
 
+    isolation_audit_minutes: float = Field(
+        15.0, ge=0, description="The leader runs the tenant isolation audit this often (gpu-watchdog audit); 0: never."
+    )
+    isolation_namespace_selector: str = Field(
+        "", description="Label selector picking the tenants' namespaces for the audit; empty: all but kube-*."
+    )
+    isolation_prometheus_url: str = Field(
+        "", description="Prometheus scraping the agents, for the audit to name who shares each GPU; empty: per node."
+    )
+    isolation_tenant_label: str = Field(
+        "", description="Namespace label naming the tenant in the audit; empty: one tenant per namespace."
+    )
+
     @model_validator(mode="after")
     def _lease_timings_ordered(self) -> "ControllerSettings":
         # client-go's NewLeaderElector refuses the same:

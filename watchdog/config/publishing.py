@@ -9,9 +9,9 @@ class PublishingSettings(Section):
     host: str = Field("0.0.0.0", description="Address the metrics/health server binds to.")
     port: int = Field(9435, ge=0, le=65535, description="Port of /metrics, /healthz and /readyz (0 = any free port).")
     gzip: bool = Field(
-        False,
-        description="Compress /metrics with gzip when the scraper accepts it: ~14x fewer bytes for ~1.4 ms more CPU "
-        "per scrape at 56 MIG instances. Off by default: an in-cluster scrape is cheaper to send than to compress.",
+        True,
+        description="Compress /metrics with gzip when the scraper accepts it (Prometheus asks for it): ~14x fewer "
+        "bytes for ~1.4 ms more CPU per new snapshot at 56 MIG instances (the compressed body is cached).",
     )
     gzip_level: int = Field(1, ge=1, le=9, description="gzip level of /metrics (1 = fastest; bodies are cached).")
     idle_timeout_seconds: float = Field(
@@ -19,4 +19,7 @@ class PublishingSettings(Section):
     )
     max_connections: int = Field(
         32, ge=1, description="Concurrent connections served; more are closed at once (a scraper needs one or two)."
+    )
+    process_metrics: bool = Field(
+        True, description="Serve the standard process_* metrics (CPU seconds, resident memory, open fds, start time)."
     )

@@ -30,7 +30,9 @@ from aiohttp import web
 
 from watchdog.action import AuditLog, Evictor, KillSwitch, Pacer
 from watchdog.config import ActionPolicy, ControllerSettings, KubeSettings, Policy, Settings, load_policy
+from watchdog.isolation import AuditSettings
 from watchdog.controller.app import WebhookHandler
+from watchdog.controller.isolation_audit import IsolationAuditor
 from watchdog.controller.ledger import ConfigMapLedger
 from watchdog.controller.tls import ReloadingServerContext
 from watchdog.kube.client import KubeApi
@@ -113,6 +115,15 @@ class Controller:
             self.policy_watcher = PolicyWatcher(
                 policy_file, apply=self.apply_policy, on_result=lambda result: self.policy_reloads.update([result])
             )
+        self.isolation: IsolationAuditor | None = None
+        if settings.isolation_audit_minutes > 0:  # the leader audits tenant isolation (isolation_audit.py)
+            self.isolation = IsolationAuditor(
+                api, interval=settings.isolation_audit_minutes * 60,
+                settings=AuditSettings(tenant_label=settings.isolation_tenant_label),
+                namespace_selector=settings.isolation_namespace_selector,
+                prometheus_url=settings.isolation_prometheus_url, is_leader=lambda: self.is_leader,
+                poll=settings.retry_period_seconds,
+            )
         self._exposition = ControllerExposition()
         self._listener: LimitedListener | None = None
         self.tls: ReloadingServerContext | None = None
@@ -151,7 +162,19 @@ class Controller:
             paused=bool(self.kill_switch.paused()),
             leader=self.is_leader,
             webhook_requests=dict(self.handler.requests),
+            **self._isolation_status(),
         )
+
+    def _isolation_status(self) -> dict:
+        auditor = self.isolation
+        if auditor is None:
+            return {}
+        latest = auditor.latest
+        return {
+            "isolation": latest.scorecard() if latest else {},
+            "isolation_gpu_pods": dict(latest.gpu_pods) if latest else {},
+            "isolation_audits": dict(auditor.runs),
+        }
 
     async def metrics(self, request: web.Request) -> web.Response:
         body, content_type = self._exposition.render(self.status(), accept=request.headers.get("Accept"))
@@ -174,6 +197,10 @@ class Controller:
             asyncio.create_task(self._guarded("leader-elector", self.elector.run), name="leader-elector"),
             asyncio.create_task(self._guarded("kill-switch", self.kill_switch.watcher), name="kill-switch"),
         ]
+        if self.isolation is not None:
+            auditor = self.isolation
+            self._tasks.append(asyncio.create_task(self._guarded("isolation-auditor", auditor.run),
+                                                   name="isolation-auditor"))
         if self.policy_watcher is not None:
             watcher = self.policy_watcher
             self._tasks.append(asyncio.create_task(self._guarded("policy-watcher", watcher.run), name="policy-watcher"))

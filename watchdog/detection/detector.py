@@ -8,17 +8,19 @@ real time. A policy reload keeps what was learned where it still fits (baselines
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Mapping
 
 from watchdog.config.detection import DetectionPolicy
 from watchdog.config.runtime import RuntimePolicy
+from watchdog.detection.borrowed import with_borrowed
 from watchdog.detection.domains import devices_of, domains_of
 from watchdog.detection.interference import InterferenceDetector
 from watchdog.detection.memory import MemoryPressureDetector
 from watchdog.detection.quota import QuotaDetector
 from watchdog.detection.unauthorized import UnauthorizedDetector
 from watchdog.detection.xid import XidDetector
-from watchdog.model import EMPTY, Attribution, Finding, NodeSample, PodRef
+from watchdog.model import EMPTY, Attribution, Finding, FindingKind, InstanceActivity, NodeSample, PodRef
 
 
 class Detector:
@@ -64,14 +66,20 @@ class Detector:
         attribution: Attribution,
         *,
         external_signals: Mapping[str, float] | None = None,
+        borrowed_activity: Mapping[str, InstanceActivity] | None = None,
     ) -> tuple[Finding, ...]:
-        """The findings open at this tick, sorted by key. `external_signals`: "ns/pod" → override signal value."""
+        """The findings open at this tick, sorted by key. `external_signals`: "ns/pod" → override signal value;
+        `borrowed_activity`: "<GPU UUID>/<GI id>" → the instance's activity from outside NVML, used only where
+        NVML has none (detection/borrowed.py)."""
         if not isinstance(sample, NodeSample) or not isinstance(attribution, Attribution):
             raise TypeError("step() takes a NodeSample and an Attribution")
         if self._last_tick is not None and sample.tick <= self._last_tick:
             raise ValueError(f"tick {sample.tick} is not after the previous tick {self._last_tick}")
         self._last_tick = sample.tick
         self._attribution = attribution
+        borrowed: frozenset[str] = frozenset()
+        if borrowed_activity:
+            sample, borrowed = with_borrowed(sample, borrowed_activity)
         devices = devices_of(sample, attribution)
         domains = domains_of(devices)
         when = {"tick": sample.tick, "timestamp": sample.timestamp}
@@ -82,5 +90,17 @@ class Detector:
             *self._unauthorized.step(devices, attribution, **when),
             *self._xid.step(sample, devices, attribution),
         ]
+        if borrowed:
+            findings = _mark_borrowed(findings, sample, borrowed)
         return tuple(sorted(findings, key=lambda finding: finding.key))
+
+
+def _mark_borrowed(findings: list[Finding], sample: NodeSample, borrowed: frozenset[str]) -> list[Finding]:
+    """Interference judged on a GPU where some activity came from outside NVML says so in its evidence."""
+    gpus = {gpu.uuid for gpu in sample.gpus if any(mig.uuid in borrowed for mig in gpu.instances)}
+    return [
+        dataclasses.replace(f, evidence={**f.evidence, "activity_source": "dcgm-exporter"})
+        if f.kind is FindingKind.INTERFERENCE and f.gpu_uuid in gpus else f
+        for f in findings
+    ]
 

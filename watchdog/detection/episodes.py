@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from watchdog.detection.antagonist import Series
+from watchdog.detection.blind import BlindEpisode
 from watchdog.detection.domains import Domain
 from watchdog.detection.rings import Baseline, SlotRing, UseLevels
 from watchdog.model import PodRef
@@ -51,6 +52,7 @@ class PodState:
     z_score: float = 0.0
     deviation: float = 0.0
     episode: Episode | None = None
+    blind: BlindEpisode | None = None  # degraded while no neighbour's use was known (detection/blind.py)
     levels: UseLevels = field(default_factory=UseLevels)  # the domain's use on this pod's baseline ticks
     learned_tick: int | None = None  # last tick its baseline learned (uncontended, active)
 
@@ -63,6 +65,7 @@ class DomainState:
     flag: SlotRing
     domain: Domain
     last_tick: int
+    busy: bool = False  # contended at its last tick
     pods: dict[str, PodState] = field(default_factory=dict)
     closed: dict[str, ClosedEpisode] = field(default_factory=dict)  # culprit key → its last ended episode
 

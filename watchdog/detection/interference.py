@@ -4,8 +4,10 @@ Pure (no I/O, no asyncio). CPI² (Zhang et al., EuroSys 2013) flags a task whose
 history several times in a short window, and only then looks for the co-runner whose CPU use correlates with the
 victim's degradation. We keep that order because it is what makes the detector precise: a neighbour that is merely
 busy is never a culprit unless somebody measurably suffers, and a sufferer without a correlated neighbour is left
-alone (its own load, the weather, a driver hiccup). The victim signals per domain and the traps they avoid are
-explained in docs/detection.md; the per-tick state lives in `rings`, the signals in `signals`.
+alone (its own load, the weather, a driver hiccup) — unless nobody's use could be read at all (an A100 in MIG
+mode has no GPM): then it is reported with culprit unknown (`blind`), never dropped and never blamed on a guess.
+The victim signals per domain and the traps they avoid are explained in docs/detection.md; the per-tick state
+lives in `rings`, the signals in `signals`.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Callable, Mapping
 
 from watchdog.config.detection import DetectionPolicy
 from watchdog.detection.antagonist import UNATTRIBUTED, Before, find_antagonist
+from watchdog.detection.blind import BlindEpisode, blind_to_neighbours, culprit_unknown_finding
 from watchdog.detection.domains import Domain, DomainKind
 from watchdog.detection.episodes import ClosedEpisode, DomainState, Episode, PodState
 from watchdog.detection.rings import Baseline, SlotRing
@@ -74,7 +77,7 @@ class InterferenceDetector:
                 capacity = self._capacity(self._policy)
                 rings = [SlotRing(capacity) for _ in range(4)]
                 state = self._domains[domain.key] = DomainState(*rings, domain=domain, last_tick=tick)
-            state.domain, state.last_tick = domain, tick
+            state.domain, state.last_tick, state.busy = domain, tick, busy
             self._observe(state, busy=busy, tick=tick, external=external)
             self._attribute(state, tick=tick, timestamp=timestamp)
         self._forget_stale(tick)
@@ -102,7 +105,9 @@ class InterferenceDetector:
             pod.last_seen, pod.fair = tick, fair.get(key)
             state.use.set(key, activity)
             state.load.set(key, None if activity is None else activity * domain.share.get(key, 1.0))
-            active = activity is not None and activity >= policy.victim_min_activity
+            # A tenant's own signal speaks for itself where the pod's use is unknown (an A100 MIG instance has no
+            # GPM): it is the tenant's measure of the service it gets, not of the work it does.
+            active = (activity >= policy.victim_min_activity) if activity is not None else signal.source == "override"
             outlier = False
             if signal.value is not None:
                 pod.signal_tick = tick
@@ -204,6 +209,11 @@ class InterferenceDetector:
                 elif pod.signal_tick == tick and use is not None:
                     episode.last_observed = tick  # fresh evidence: both sides were read this tick
                 continue
+            if pod.blind is not None:
+                if count < policy.clear_flags:
+                    pod.blind = None
+                elif pod.signal_tick == tick:
+                    pod.blind.last_observed = tick
             if count >= policy.flags_needed and pod.flags & 1:
                 found = find_antagonist(
                     key,
@@ -213,7 +223,10 @@ class InterferenceDetector:
                     policy=policy,
                     tenant_of=self._tenant_of,
                 )
+                if found is None and pod.blind is None and state.busy and blind_to_neighbours(state.domain, key):
+                    pod.blind = BlindEpisode(tick, timestamp, tick)  # never lose a victim (detection/blind.py)
                 if found is not None:
+                    pod.blind = None
                     first_tick, since = tick, timestamp
                     previous = state.closed.get(found.ref.key)
                     if previous is not None and tick - previous.closed_tick <= policy.merge_gap_ticks:
@@ -263,6 +276,9 @@ class InterferenceDetector:
                     groups.setdefault(pod.episode.culprit.key, []).append((key, pod))
             for culprit_key, victims in sorted(groups.items()):
                 findings.append(self._finding(state, culprit_key, victims, attribution, tick=tick))
+            blind = [(key, pod.blind, pod.source) for key, pod in state.pods.items() if pod.blind is not None]
+            if blind:
+                findings.append(culprit_unknown_finding(state.domain, blind, tick=tick))
         return findings
 
     def _finding(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import yaml
 
@@ -38,6 +38,7 @@ def hysteresis_ticks(detection: DetectionPolicy) -> dict[str, int]:
         "memory_warning": detection.quota.for_ticks - 1,
         "unauthorized": detection.unauthorized.for_ticks - 1,
         "xid": 0,
+        "culprit_unknown": detection.interference.flags_needed - 1,
     }
 
 
@@ -161,9 +162,15 @@ def evaluate_scenario(path: str | Path, *, base_policy: Policy | None = None) ->
     return ScenarioResult(scenario.name, str(path), truth, report, scored, tuple(requested), tuple(sent))
 
 
-def evaluate(paths: Iterable[str | Path], *, base_policy: Policy | None = None) -> Evaluation:
-    """Evaluate every scenario in ``paths`` (files, or directories of labelled scenarios)."""
-    results = [evaluate_scenario(path, base_policy=base_policy) for path in scenario_files(paths)]
+def evaluate(paths: Iterable[str | Path], *, base_policy: Policy | None = None,
+             on_result: Callable[[ScenarioResult], None] | None = None) -> Evaluation:
+    """Evaluate every scenario in ``paths`` (files, or directories of labelled scenarios); ``on_result`` sees each
+    scenario's result as it is done (progress)."""
+    results = []
+    for path in scenario_files(paths):
+        results.append(evaluate_scenario(path, base_policy=base_policy))
+        if on_result is not None:
+            on_result(results[-1])
     totals = {kind: KindScore(kind) for kind in KINDS}
     for result in results:
         for kind in KINDS:

@@ -30,17 +30,18 @@ from typing import Any, Iterable, Mapping
 from watchdog.evaluation.truth import Truth
 
 # "memory_warning" is the row (and truth label) of the report-only MIG-fill WARNING, finding kind
-# "mig_memory_warning" (see scored_kind).
-KINDS = ("interference", "memory_pressure", "quota", "memory_warning", "unauthorized", "xid")
+# "mig_memory_warning"; "culprit_unknown" that of the report-only "interference_culprit_unknown" (see scored_kind).
+KINDS = ("interference", "memory_pressure", "quota", "memory_warning", "unauthorized", "xid",
+         "culprit_unknown")
 TICK_SCORED_KINDS = frozenset(KINDS) - {"xid"}  # an Xid is an instant: how long its finding stays is report policy
-ROWS = {"mig_memory_warning": "memory_warning"}  # finding kind → its row, where the two differ
-REPORT_ONLY_KINDS = frozenset({"memory_warning"})  # tick recall counts their observed ticks whatever the severity
+ROWS = {"mig_memory_warning": "memory_warning", "interference_culprit_unknown": "culprit_unknown"}  # kind → row
+REPORT_ONLY_KINDS = frozenset({"memory_warning", "culprit_unknown"})  # tick recall counts any observed tick of these
 
 EpisodeTicks = Mapping[tuple[str, int], Mapping[int, bool]]  # (key, first_tick) → {observed tick: critical}
 
 
 def scored_kind(finding: Mapping[str, Any]) -> str:
-    """The row a finding is scored in: its kind, except the MIG-fill warning, whose row is ``memory_warning``."""
+    """The row a finding is scored in: its kind, except where ``ROWS`` names a shorter one."""
     kind = finding["kind"]
     return ROWS.get(kind, kind)
 
@@ -88,6 +89,8 @@ def matches(
     culprit = finding.get("culprit")
     if kind == "interference":
         return culprit == entry.culprit and bool(victims & entry.all_victims)
+    if kind == "culprit_unknown":
+        return culprit is None and bool(victims & entry.all_victims)
     if kind == "memory_pressure":
         culprit_ok = entry.culprit is None or culprit == entry.culprit
         return culprit_ok and (not entry.victims or bool(victims & set(entry.victims)))

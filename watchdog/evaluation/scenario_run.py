@@ -3,29 +3,38 @@
 Evaluation numbers only mean something if they come from the code that runs in the DaemonSet: the simulated node
 answers NVML, and the real ``NvmlSampler`` samples it; the pod cache, the kubelet's assignments and /proc are built
 from the scenario's pods (what the watch, the PodResources List and the cgroup reader would return), and the real
-``attribute()`` joins them; then the real detector, rules and pacer run (``stages.OfflineAgent``). Only the HTTP and
-gRPC hops are skipped. Xid events are drained with ``nvmlEventSetWait_v2(set, 0)`` on this thread after each
-sample instead of by the watcher's thread, so a run never depends on thread timing. ``record --simulate`` uses
+``attribute()`` joins them (on a DRA node, the kubelet's claim tuples go through the real
+``resolve_claim_devices`` against the slice the driver would have published, and a pod whose claimed device no
+slice names yet has its processes held back as the agent does); then the real detector, rules and pacer run
+(``stages.OfflineAgent``). Only the HTTP and gRPC hops are skipped. Xid events are drained with
+``nvmlEventSetWait_v2(set, 0)`` on this thread after each sample instead of by the watcher's thread, so a run
+never depends on thread timing. ``record --simulate`` uses
 :func:`simulate` to write a trace from the same ticks.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from types import MappingProxyType
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping, NamedTuple
 
-from watchdog.attribution.join import attribute
+from watchdog.attribution.join import attribute, resolve_claim_devices, unassigned_processes
 from watchdog.config import Policy
 from watchdog.evaluation.stages import OfflineAgent, StepResult
-from watchdog.model import (NOT_ATTRIBUTABLE, Attribution, ContainerInfo, DeviceAssignment, NodeSample, PodIndex,
-                            PodInfo, XidEvent)
+from watchdog.model import (NOT_ATTRIBUTABLE, Attribution, ClaimDevice, ClaimRef, ContainerInfo, DeviceAssignment,
+                            InstanceActivity, NodeSample, PodIndex, PodInfo, XidEvent)
 from watchdog.sampling.sampler import NvmlSampler
 from watchdog.testbed import Scenario, SimClock, SimulatedGpuNode, load_scenario
+from watchdog.testbed.cluster.dra import SliceLag, claim_uses, dra_devices, slice_index
+from watchdog.testbed.monitoring import LatencySignals, dcgm_activity
 from watchdog.testbed.scenario import PodSpec, stable_digest
 
 # nvml.h: nvmlEventTypeXidCriticalError | DoubleBitEcc | SingleBitEcc, as the device plugin registers them.
 _EVENT_MASK = 0x8 | 0x2 | 0x1
 _XID_BIT = 0x8
+# nvml.h nvmlEventMigConfigChange: a GPU or compute instance was created or destroyed (a DRA driver creating a MIG
+# device at claim time). The agent's event thread re-enumerates on it (sampling.xid_watcher); so does the drain.
+_MIG_CONFIG_CHANGE = 0x100
 _PRE_EXISTING_AGE_SECONDS = 3600.0  # a pod present from tick 0 was created well before the scenario began
 
 
@@ -58,23 +67,28 @@ def pod_info(pod: PodSpec, scenario: Scenario) -> PodInfo:
 
 def _requested_resources(pod: PodSpec, scenario: Scenario) -> tuple[str, ...]:
     # The device plugin's resource names: nvidia.com/gpu, or nvidia.com/mig-<profile> under the mixed strategy.
-    if pod.device is None:
+    if pod.device is None or pod.claim is not None:  # a DRA pod asks through its claim, not a resource
         return ()
     profiles = scenario.gpus[pod.device.gpu].mig
     if profiles is None or pod.device.instance is None:
         return ("nvidia.com/gpu",)
+    if pod.device.instance >= len(profiles):  # an instance a later reconfiguration creates
+        return ()
     return (f"nvidia.com/mig-{profiles[pod.device.instance]}",)
 
 
 class _EventDrain:
     """Reads every Xid the node has raised so far, without blocking (timeout 0)."""
 
-    def __init__(self, nvml: Any, handles: list[tuple[int, str, Any]]) -> None:
+    def __init__(self, nvml: Any, handles: list[tuple[int, str, Any]],
+                 on_mig_change: Callable[[int], None] | None = None) -> None:
         self._nvml = nvml
+        self._on_mig_change = on_mig_change
         self._index_by_uuid = {uuid: index for index, uuid, _ in handles}
         self._set = nvml.nvmlEventSetCreate()
         for _, _, handle in handles:
-            nvml.nvmlDeviceRegisterEvents(handle, _EVENT_MASK, self._set)
+            nvml.nvmlDeviceRegisterEvents(handle, _EVENT_MASK | (_MIG_CONFIG_CHANGE if on_mig_change else 0),
+                                          self._set)
 
     def drain(self, now: float) -> tuple[XidEvent, ...]:
         events = []
@@ -85,6 +99,9 @@ class _EventDrain:
                 break  # Timeout: nothing more; GpuIsLost: the sampler reports the lost GPU itself
             uuid = self._nvml.nvmlDeviceGetUUID(data.device)
             uuid = uuid.decode() if isinstance(uuid, bytes) else uuid
+            if int(data.eventType) & _MIG_CONFIG_CHANGE:
+                self._on_mig_change(self._index_by_uuid.get(uuid, -1))
+                continue
             gi, ci = int(data.gpuInstanceId), int(data.computeInstanceId)
             events.append(XidEvent(
                 gpu_index=self._index_by_uuid.get(uuid, -1),
@@ -103,7 +120,10 @@ class _EventDrain:
 
 def _assignments(node: SimulatedGpuNode) -> list[DeviceAssignment]:
     rows = []
+    claimed = {pod.key for pod in node.scenario.pods if pod.claim is not None}
     for row in node.assignments():
+        if f"{row.namespace}/{row.pod}" in claimed:
+            continue  # through DRA (_claimed_assignments)
         device_id, _, replica = row.device_id.partition("::")
         rows.append(DeviceAssignment(device_id=device_id, resource=row.resource, namespace=row.namespace,
                                      pod=row.pod, container=row.container,
@@ -111,16 +131,50 @@ def _assignments(node: SimulatedGpuNode) -> list[DeviceAssignment]:
     return rows
 
 
+def _claimed_assignments(scenario: Scenario, node: SimulatedGpuNode, lag: SliceLag,
+                         sample: NodeSample) -> tuple[tuple[DeviceAssignment, ...], set[str]]:
+    """A DRA node's assignments (the device plugin's, then the claims' as the agent resolves them), and the pods
+    whose claimed device no slice names yet."""
+    assert scenario.dra is not None
+    driver, pool, tick = scenario.dra.driver, scenario.node, node.tick
+    devices = dra_devices(node, tick)
+    index = slice_index(driver=driver, pool=pool, devices=devices, published=lag.published(tick, devices))
+    claimed = [ClaimDevice(driver=driver, pool=pool, device=use.device, claim=ClaimRef(use.namespace, use.claim),
+                           namespace=use.namespace, pod=use.pod, container=use.container)
+               for use in claim_uses(scenario, node, tick)]
+    plugin = _assignments(node)
+    resolved, unresolved = resolve_claim_devices(claimed, index, sample=sample, taken=[a.device_id for a in plugin])
+    return (*plugin, *resolved), {f"{c.namespace}/{c.pod}" for c in unresolved}
+
+
+class ObservedTick(NamedTuple):
+    """One simulated tick as the agent would see it: NVML's sample, the join, and what the cluster's monitoring
+    hands in (the tenants' latency signals and dcgm-exporter's per-instance activity; None when not simulated)."""
+
+    sample: NodeSample
+    attribution: Attribution
+    signals: Mapping[str, float] | None
+    activity: Mapping[str, InstanceActivity] | None
+
+
 def simulate(scenario: Scenario | str, *, tenant_label: str | None = None) -> Iterator[tuple[NodeSample, Attribution]]:
     """(sample, attribution) for ticks 0 … duration_ticks − 1 of the scenario, through the real sampler and join."""
+    for observed in simulate_observed(scenario, tenant_label=tenant_label):
+        yield observed.sample, observed.attribution
+
+
+def simulate_observed(scenario: Scenario | str, *, tenant_label: str | None = None) -> Iterator[ObservedTick]:
+    """Each tick of the scenario with what its monitoring (scenario ``monitoring``) reports besides NVML."""
     scenario = load_scenario(scenario)
     clock = SimClock()
     node = SimulatedGpuNode(scenario, clock)
     sampler = NvmlSampler(node.nvml, node=scenario.node, clock=clock.now)
     sampler.open()
-    events = _EventDrain(node.nvml, sampler.gpu_handles())
+    events = _EventDrain(node.nvml, sampler.gpu_handles(), on_mig_change=sampler.request_enumeration)
     infos: Mapping[str, PodInfo] = {pod.uid or "": pod_info(pod, scenario) for pod in scenario.pods}
     index = PodIndex(tenant_label=tenant_label)  # rebuilt when the running pods change, as the agent's cache does
+    lag = SliceLag(scenario.dra.slice_lag_ticks) if scenario.dra is not None else None
+    latency = LatencySignals(node) if scenario.monitoring.latency else None
     try:
         for tick in range(scenario.duration_ticks):
             node.promote_scheduled_errors()
@@ -134,9 +188,19 @@ def simulate(scenario: Scenario | str, *, tenant_label: str | None = None) -> It
                 index = PodIndex(running, tenant_label=tenant_label)
             by_uid = {pod.uid: pod for pod in scenario.pods}
             proc = {row.pid: (row.pod_uid, container_id(by_uid[row.pod_uid])) for row in node.processes()}
-            attribution = attribute(sample, assignments=_assignments(node), index=index,
+            pending: set[str] = set()
+            if lag is None:
+                assignments: tuple[DeviceAssignment, ...] | list[DeviceAssignment] = _assignments(node)
+            else:
+                assignments, pending = _claimed_assignments(scenario, node, lag, sample)
+            attribution = attribute(sample, assignments=assignments, index=index,
                                     proc=proc, kubelet_ok=True, api_ok=True)
-            yield sample, attribution
+            if pending:
+                held = {pid for pid, (_, key) in unassigned_processes(sample, attribution).items() if key in pending}
+                kept = {pid: ref for pid, ref in attribution.processes.items() if pid not in held}
+                attribution = dataclasses.replace(attribution, processes=MappingProxyType(kept))
+            yield ObservedTick(sample, attribution, latency.at(tick) if latency is not None else None,
+                               dcgm_activity(node, tick) if scenario.monitoring.dcgm_exporter else None)
             clock.advance(scenario.tick_seconds)
     finally:
         events.close()
@@ -147,5 +211,5 @@ def simulate(scenario: Scenario | str, *, tenant_label: str | None = None) -> It
 def run_scenario(scenario: Scenario | str, *, policy: Policy) -> Iterator[StepResult]:
     """Each tick's sample, attribution, findings and decisions (see ``stages.StepResult``)."""
     agent = OfflineAgent(policy)
-    for sample, attribution in simulate(scenario, tenant_label=policy.action.tenant_label):
-        yield agent.step(sample, attribution)
+    for tick in simulate_observed(scenario, tenant_label=policy.action.tenant_label):
+        yield agent.step(tick.sample, tick.attribution, tick.signals, borrowed_activity=tick.activity)

@@ -17,7 +17,7 @@ from typing import Mapping
 from watchdog.action import Pacer, effective_policy, plan, would_be
 from watchdog.config import Policy
 from watchdog.detection import Detector
-from watchdog.model import Attribution, Decision, Finding, NodeSample
+from watchdog.model import Attribution, Decision, Finding, InstanceActivity, NodeSample
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,12 +50,18 @@ class OfflineAgent:
         self._pacer = Pacer(self.action_policy)
 
     def step(
-        self, sample: NodeSample, attribution: Attribution, external_signals: Mapping[str, float] | None = None
+        self,
+        sample: NodeSample,
+        attribution: Attribution,
+        external_signals: Mapping[str, float] | None = None,
+        *,
+        borrowed_activity: Mapping[str, InstanceActivity] | None = None,
     ) -> StepResult:
         now = sample.timestamp
         # A trace does not record the tenant label: count tenants under the one this run applies, as the agent would.
         attribution = attribution.with_tenant_label(self.action_policy.tenant_label)
-        findings = tuple(self._detector.step(sample, attribution, external_signals=external_signals))
+        findings = tuple(self._detector.step(sample, attribution, external_signals=external_signals,
+                                             borrowed_activity=borrowed_activity))
         paced = plan(findings, attribution, self.action_policy, now, pacer=self._pacer)
         final: list[Decision] = []
         sent: set[str] = set()

@@ -45,6 +45,24 @@ class InterferenceTruth(Window):
         return self
 
 
+class CulpritUnknownTruth(Window):
+    """A victim degraded where no neighbour's use can be read (an A100 MIG without borrowed activity): the
+    report-only finding kind ``interference_culprit_unknown``, which names victims and never a culprit."""
+
+    victim: str | None = Field(None, pattern=POD_KEY_PATTERN, description="The hurt pod 'ns/name' …")
+    victims: tuple[str, ...] = Field((), description="… or several; a finding must name at least one of them.")
+
+    @property
+    def all_victims(self) -> frozenset[str]:
+        return frozenset(self.victims) | ({self.victim} if self.victim else set())
+
+    @model_validator(mode="after")
+    def _has_victim(self) -> CulpritUnknownTruth:
+        if not self.all_victims:
+            raise ValueError("give `victim` or `victims`")
+        return self
+
+
 class MemoryPressureTruth(Window):
     culprit: str | None = Field(None, pattern=POD_KEY_PATTERN, description="The growing pod; None = any culprit.")
     victims: tuple[str, ...] = Field((), description="Pods sharing the device; if given, a finding must name one.")
@@ -101,6 +119,7 @@ class Truth(_Label):
     unauthorized: tuple[UnauthorizedTruth, ...] = ()
     xid: tuple[XidTruth, ...] = ()
     memory_warning: tuple[MemoryWarningTruth, ...] = ()
+    culprit_unknown: tuple[CulpritUnknownTruth, ...] = ()
     slack_ticks: int = Field(10, ge=0, description="A finding may still overlap this many ticks after an offset.")
     expect_evictions: tuple[str, ...] | None = Field(
         None, description="Exactly the pods enforce mode must evict ('ns/name'); None = not checked."

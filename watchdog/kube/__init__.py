@@ -1,18 +1,23 @@
 """The only door to the Kubernetes API (the only package that imports ``kubernetes``).
 
-``KubeApi`` owns the connection; ``PodWatcher`` feeds the pod cache; ``KubeEvictions`` evicts, records Events,
-reads the kill switch and lists pods; ``LeaseElector`` elects one controller replica. Errors surface as the
+``KubeApi`` owns the connection; ``PodWatcher`` feeds the pod cache; ``ResourceSliceWatcher`` feeds the DRA
+slice cache; ``KubeEvictions`` evicts, records Events,
+reads the kill switch and lists pods; ``LeaseElector`` elects one controller replica; ``read_cluster`` lists what
+the tenant isolation audit checks. Errors surface as the
 ``KubeError`` tree, never as the client library's exceptions.
 """
 
 from watchdog.kube.client import KubeApi
+from watchdog.kube.cluster_read import read_cluster
 from watchdog.kube.errors import (KubeConflict, KubeError, KubeForbidden, KubeGone, KubeNotFound, KubeRejected,
                                   KubeUnavailable)
 from watchdog.kube.eviction import EvictionReply, KubeEvictions
 from watchdog.kube.lease import LeaseElector
 from watchdog.kube.pods import PodWatcher, pod_info
+from watchdog.kube.resourceslices import ResourceSliceWatcher
 
 __all__ = [
     "EvictionReply", "KubeApi", "KubeConflict", "KubeError", "KubeEvictions", "KubeForbidden", "KubeGone",
-    "KubeNotFound", "KubeRejected", "KubeUnavailable", "LeaseElector", "PodWatcher", "pod_info",
+    "KubeNotFound", "KubeRejected", "KubeUnavailable", "LeaseElector", "PodWatcher", "pod_info", "read_cluster",
+    "ResourceSliceWatcher",
 ]

@@ -20,20 +20,28 @@ from kubernetes.aio import config as k8s_config
 
 from watchdog.config.kube import KubeSettings
 from watchdog.kube.errors import KubeError, error_for_status, kube_errors, status_body
+from watchdog.kube.permissions import DeclaredOperations, check_declared, path_request
 
 
 class KubeApi:
     """``async with KubeApi.from_url(url) as api: await api.core.list_pod_for_all_namespaces()``."""
 
-    def __init__(self, configuration: k8s.Configuration, *, timeout: float = 10.0):
+    def __init__(self, configuration: k8s.Configuration, *, timeout: float = 10.0,
+                 enforce_permissions: bool = False):
+        """``enforce_permissions``: refuse every call watchdog/kube/permissions.py does not declare (the agent's
+        and the controller's clients, which RBAC binds to that table); tests setting up a cluster leave it off."""
         self.configuration = configuration
         self.timeout = timeout
+        self.enforce_permissions = enforce_permissions
         self.api_client = k8s.ApiClient(configuration)
         self.core = k8s.CoreV1Api(self.api_client)
         self.coordination = k8s.CoordinationV1Api(self.api_client)
         self.events = k8s.EventsV1Api(self.api_client)
         self.policy = k8s.PolicyV1Api(self.api_client)
+        self.resource = k8s.ResourceV1Api(self.api_client)  # resource.k8s.io/v1: DRA ResourceSlices
         self.scheduling = k8s.SchedulingV1Api(self.api_client)
+        if enforce_permissions:
+            self.restrict_to_declared_permissions()
 
     # ------------------------------------------------------------------ constructors
     @classmethod
@@ -69,19 +77,31 @@ class KubeApi:
 
     @classmethod
     async def from_settings(cls, settings: KubeSettings) -> "KubeApi | None":
-        """The client the settings ask for; None when access is "none"."""
+        """The agent's or the controller's client, as the settings ask for it (None when access is "none"): it sends
+        only the calls watchdog/kube/permissions.py declares, which the chart's RBAC grants."""
         timeout = settings.request_timeout_seconds
         if settings.access == "none":
             return None
         if settings.access == "url":
             if not settings.url:
                 raise ValueError("kube.access is 'url' but kube.url is not set")
-            return cls.from_url(settings.url, token=settings.token, timeout=timeout)
-        if settings.access == "kubeconfig":
+            api = cls.from_url(settings.url, token=settings.token, timeout=timeout)
+        elif settings.access == "kubeconfig":
             if not settings.kubeconfig:
                 raise ValueError("kube.access is 'kubeconfig' but kube.kubeconfig is not set")
-            return await cls.from_kubeconfig(settings.kubeconfig, timeout=timeout)
-        return cls.in_cluster(timeout=timeout)
+            api = await cls.from_kubeconfig(settings.kubeconfig, timeout=timeout)
+        else:
+            api = cls.in_cluster(timeout=timeout)
+        return api.restrict_to_declared_permissions()
+
+    def restrict_to_declared_permissions(self) -> "KubeApi":
+        """From now on, refuse (KubeCallNotDeclared) every call watchdog/kube/permissions.py does not list."""
+        self.enforce_permissions = True
+        for name in ("core", "coordination", "events", "policy", "resource", "scheduling"):
+            api = getattr(self, name, None)
+            if api is not None and not isinstance(api, DeclaredOperations):
+                setattr(self, name, DeclaredOperations(api))
+        return self
 
     # ------------------------------------------------------------------ lifecycle
     async def close(self) -> None:
@@ -105,6 +125,8 @@ class KubeApi:
 
         Raises a KubeError subclass for a non-2xx answer or a transport failure.
         """
+        if self.enforce_permissions:
+            check_declared(path_request(method, path, query=query))
         headers = {"Accept": "application/json", "Content-Type": content_type}
         serialized = await self.api_client.param_serialize(
             method=method, resource_path=path, query_params=list((query or {}).items()) or None,

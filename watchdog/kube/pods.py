@@ -224,12 +224,20 @@ class PodWatcher:
         self.counters["errors"] += 1
         self.last_error = str(described)
         self._ok = False
-        log.warning("pod watch on %s: %s", self.node, described)
+        log.warning("%s watch on %s: %s", self._what, self.node, described)
+
+    _what = "pod"  # what the logs call the watched kind (a subclass watches another kind the same way)
+
+    async def _request(self, **query: Any) -> Any:
+        """One list or watch request, unread (``*_without_preload_content``); a subclass names another kind."""
+        return await self.api.core.list_pod_for_all_namespaces_without_preload_content(**query)
+
+    def _describe(self, info: Any) -> str:
+        return info.ref.key
 
     async def _list(self) -> None:
         with kube_errors():
-            response = await self.api.core.list_pod_for_all_namespaces_without_preload_content(
-                field_selector=self._selector, _request_timeout=self.api.timeout)
+            response = await self._request(field_selector=self._selector, _request_timeout=self.api.timeout)
             raw = await response.read()
         body = status_body(raw)
         if response.status != 200:
@@ -263,7 +271,7 @@ class PodWatcher:
         (so run() backs off) when the stream stalls, or ends long before its timeout with nothing received."""
         started = self.clock()
         with kube_errors():
-            response = await self.api.core.list_pod_for_all_namespaces_without_preload_content(
+            response = await self._request(
                 watch=True, field_selector=self._selector, resource_version=self.resource_version,
                 allow_watch_bookmarks=True, timeout_seconds=self.watch_timeout_seconds,
                 _request_timeout=float(self.watch_timeout_seconds) + self.api.timeout)
@@ -338,4 +346,4 @@ class PodWatcher:
             self.on_event(kind, info)
         except Exception:  # a consumer's bug must not stop the cache feed or lose our place in the stream
             self.counters["callback_errors"] += 1
-            log.exception("pod watch consumer failed on %s %s", kind, info.ref.key)
+            log.exception("%s watch consumer failed on %s %s", self._what, kind, self._describe(info))

@@ -9,8 +9,10 @@ units throughout: bytes, seconds, watts, ratios 0–1. Clocks are the one except
 One module per stage's output; import from here.
 """
 
+from watchdog.model.activity import InstanceActivity, instance_key
 from watchdog.model.actions import (ActionOutcome, ActionRecord, ActionReport, Decision, EvictionRequest,
                                     EvictionResult, Mode)
+from watchdog.model.claims import ClaimDevice, ClaimRef, ResourceSliceInfo, SliceDevice, SliceKey
 from watchdog.model.findings import (REPORT_ONLY_KINDS, Change, Finding, FindingChange, FindingKind, Severity,
                                      finding_changes, material)
 from watchdog.model.pods import (MIRROR_ANNOTATION, Attribution, ContainerInfo, DeviceAssignment, PodIndex, PodInfo,
@@ -20,6 +22,8 @@ from watchdog.model.usage import DeviceUsage, PodUsage
 from watchdog.model.tick import Snapshot, StageStatus, TickResult, XidKey
 
 __all__ = [
+    "InstanceActivity",
+    "instance_key",
     "material",
     "finding_changes",
     "TickResult",
@@ -33,6 +37,8 @@ __all__ = [
     "REPORT_ONLY_KINDS",
     "ActionOutcome",
     "Attribution",
+    "ClaimDevice",
+    "ClaimRef",
     "ContainerInfo",
     "Decision",
     "DeviceAssignment",
@@ -50,7 +56,10 @@ __all__ = [
     "PodRef",
     "PodUsage",
     "ProcessSample",
+    "ResourceSliceInfo",
     "Severity",
+    "SliceDevice",
+    "SliceKey",
     "Snapshot",
     "StageStatus",
     "XidEvent",

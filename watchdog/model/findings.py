@@ -14,6 +14,9 @@ Change = Literal["new", "updated", "resolved"]
 
 class FindingKind(StrEnum):
     INTERFERENCE = "interference"
+    # A victim degraded in a domain whose contention is visible (throttle reasons, clock loss) while no neighbour's
+    # use is known (an A100 in MIG mode has no GPM): reported so the victim is never lost, never an eviction reason.
+    INTERFERENCE_CULPRIT_UNKNOWN = "interference_culprit_unknown"
     MEMORY_PRESSURE = "memory_pressure"
     QUOTA = "quota"  # a configured tenant quota was exceeded, nothing else
     # A MIG instance filled past detection.quota.memory_warning_ratio: no quota is exceeded, so it is only ever
@@ -23,7 +26,9 @@ class FindingKind(StrEnum):
     XID = "xid"
 
 
-REPORT_ONLY_KINDS: frozenset[FindingKind] = frozenset({FindingKind.MIG_MEMORY_WARNING})
+REPORT_ONLY_KINDS: frozenset[FindingKind] = frozenset(
+    {FindingKind.MIG_MEMORY_WARNING, FindingKind.INTERFERENCE_CULPRIT_UNKNOWN}
+)
 """Kinds that are never an eviction reason, whatever their severity or the policy: the action stage makes no
 decision for them and the controller refuses an alert that names one."""
 

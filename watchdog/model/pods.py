@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Iterable, Mapping
 
+from watchdog.model.claims import ClaimRef
 from watchdog.model.samples import EMPTY, NodeSample
 from watchdog.model.usage import DeviceUsage, device_usage
 
@@ -84,6 +85,7 @@ class DeviceAssignment:
     pod: str
     container: str
     replica: int | None = None  # n of "<uuid>::<n>" (time-slicing / MPS)
+    claim: ClaimRef | None = None  # the ResourceClaim, when the device came through DRA (model.claims)
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,6 +183,8 @@ class Attribution:
     devices: Mapping[str, tuple[PodRef, ...]] = field(default_factory=lambda: EMPTY)
     processes: Mapping[int, PodRef] = field(default_factory=lambda: EMPTY)
     index: PodIndex = field(default_factory=PodIndex)
+    # (device UUID, pod key) → the ResourceClaim that gave the pod the device, for devices allocated through DRA.
+    claims: Mapping[tuple[str, str], ClaimRef] = field(default_factory=lambda: EMPTY)
     healthy: bool = True
     kubelet_ok: bool = True
     api_ok: bool = True

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from watchdog.model.actions import ActionReport, Mode
+from watchdog.model.activity import InstanceActivity
 from watchdog.model.findings import Finding, FindingChange
 from watchdog.model.pods import Attribution
 from watchdog.model.samples import EMPTY, NodeSample, XidEvent
@@ -42,6 +43,7 @@ class Snapshot:
     tenant_label: str | None = None  # pod label key that names the tenant, when configured
     policy_reloads: Mapping[str, int] = field(default_factory=lambda: EMPTY)  # ("success"|"failure") → n
     mqtt: Mapping[str, int] | None = None  # published, dropped, connect_failures, connected; None when off
+    flight_recorder: Mapping[str, int] | None = None  # bytes_written, ticks_written, dropped, deleted, segments
     kill_switch_known: bool = True  # False until the kill switch was read, or when its last read is stale
 
 
@@ -60,6 +62,7 @@ class TickResult:
     actions: ActionReport = ActionReport()
     xids: tuple[XidEvent, ...] = ()  # events received since the previous tick (Xid, ECC, MIG change)
     signals: Mapping[str, float] | None = None  # the tenants' victim signals detection was given, if any
+    activity: Mapping[str, InstanceActivity] | None = None  # per-instance activity borrowed from outside NVML
 
     @property
     def sample(self) -> NodeSample | None:

@@ -67,6 +67,13 @@ def add_agent_series(book: FamilyBook, *, snapshot: Snapshot, owners: Owners) ->
         book[c.MQTT_DROPPED].add((node,), snapshot.mqtt.get("dropped", 0))
         book[c.MQTT_CONNECT_FAILURES].add((node,), snapshot.mqtt.get("connect_failures", 0))
         book[c.MQTT_CONNECTED].add((node,), snapshot.mqtt.get("connected", 0))
+    if snapshot.flight_recorder is not None:  # only when the flight recorder is enabled
+        recorder = snapshot.flight_recorder
+        book[c.FLIGHT_BYTES].add((node,), recorder.get("bytes_written", 0))
+        book[c.FLIGHT_TICKS].add((node,), recorder.get("ticks_written", 0))
+        book[c.FLIGHT_DROPPED].add((node,), recorder.get("dropped", 0))
+        book[c.FLIGHT_DELETED].add((node,), recorder.get("deleted", 0))
+        book[c.FLIGHT_SEGMENTS].add((node,), recorder.get("segments", 0))
     attribution = snapshot.attribution
     if attribution is not None:
         book[c.ATTRIBUTION_HEALTHY].add((node,), 1 if attribution.healthy else 0)

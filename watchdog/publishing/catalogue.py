@@ -144,6 +144,12 @@ POD_INFO = _gauge(
     "pod_info", "Pods known to the agent on this node; always 1. Priority lives here, not on every series.",
     ("node", "namespace", "pod", "uid", "priority_class", "qos_class", "priority"), attributed=True,
 )
+DEVICE_CLAIM = _gauge(
+    "device_claim_info",
+    "Devices pods got through a Dynamic Resource Allocation ResourceClaim; always 1. Join on the device and pod "
+    "labels for the claim (the pod labels of the other series are the same).",
+    _POD_GPU_LABELS + ("claim_namespace", "claim_name"), attributed=True,
+)
 
 # ------------------------------------------------------------------------------------- faults, findings
 XID_ERRORS = _counter(
@@ -188,6 +194,18 @@ MQTT_DROPPED = _counter(
 )
 MQTT_CONNECT_FAILURES = _counter("mqtt_connect_failures_total", "Failed connections to the MQTT broker.", ("node",))
 MQTT_CONNECTED = _gauge("mqtt_connected", "1 while the MQTT event stream is connected.", ("node",))
+FLIGHT_BYTES = _counter(
+    "flight_recorder_written_bytes_total", "Bytes the flight recorder wrote to disk (compressed).", ("node",)
+)
+FLIGHT_TICKS = _counter("flight_recorder_ticks_total", "Ticks the flight recorder wrote.", ("node",))
+FLIGHT_DROPPED = _counter(
+    "flight_recorder_dropped_ticks_total", "Ticks not recorded because of a disk error (full, deleted, read-only).",
+    ("node",),
+)
+FLIGHT_DELETED = _counter(
+    "flight_recorder_deleted_segments_total", "Segments deleted by rotation (max_bytes or max_age_seconds).", ("node",)
+)
+FLIGHT_SEGMENTS = _gauge("flight_recorder_segments", "Flight recorder segments on disk.", ("node",))
 ATTRIBUTION_HEALTHY = _gauge(
     "attribution_healthy", "1 when pods could be attributed this cycle (kubelet and API read).", ("node",)
 )

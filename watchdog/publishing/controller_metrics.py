@@ -34,8 +34,24 @@ CONTROLLER_WEBHOOK_REQUESTS = FamilySpec(
     ("code",),
 )
 CONTROLLER_BUILD_INFO = FamilySpec(PREFIX + "build_info", "gauge", "Controller build; always 1.", ("version", "python"))
+ISOLATION_CHECK = FamilySpec(
+    PREFIX + "isolation_check", "gauge",
+    "1 for each tenant's latest isolation audit result per check (gpu-watchdog audit).", ("tenant", "check", "result"),
+)
+ISOLATION_GPU_PODS = FamilySpec(
+    PREFIX + "isolation_tenant_gpu_pods", "gauge", "GPU pods of each tenant at the latest isolation audit.",
+    ("tenant",),
+)
+ISOLATION_AUDITS = FamilySpec(
+    PREFIX + "isolation_audits_total", "counter",
+    "Isolation audits by outcome: success, partial (some kinds unreadable), failure (cluster unreadable).",
+    ("result",),
+)
+# The controller-only families dashboards and alert rules may query besides the agent's (ALL_FAMILIES).
+ISOLATION_FAMILIES = (ISOLATION_CHECK, ISOLATION_GPU_PODS, ISOLATION_AUDITS)
 CONTROLLER_FAMILIES = (
     CONTROLLER_EVICTIONS, CONTROLLER_PAUSED, CONTROLLER_LEADER, CONTROLLER_WEBHOOK_REQUESTS, CONTROLLER_BUILD_INFO,
+    ISOLATION_CHECK, ISOLATION_GPU_PODS, ISOLATION_AUDITS,
 )
 
 
@@ -47,6 +63,9 @@ class ControllerStatus:
     paused: bool = False
     leader: bool = False
     webhook_requests: Mapping[int, int] = field(default_factory=dict)  # HTTP status → n
+    isolation: Mapping[tuple[str, str], str] = field(default_factory=dict)  # (tenant, check) → result
+    isolation_gpu_pods: Mapping[str, int] = field(default_factory=dict)  # tenant → GPU pods
+    isolation_audits: Mapping[str, int] = field(default_factory=dict)  # outcome → n
 
 
 def controller_families(status: ControllerStatus) -> list[Family]:
@@ -59,6 +78,12 @@ def controller_families(status: ControllerStatus) -> list[Family]:
     for code, count in sorted(status.webhook_requests.items()):
         families[CONTROLLER_WEBHOOK_REQUESTS].add((str(code),), count)
     families[CONTROLLER_BUILD_INFO].add((watchdog.__version__, platform.python_version()), 1)
+    for (tenant, check), result in status.isolation.items():  # the report's order: tenants, then checks
+        families[ISOLATION_CHECK].add((tenant, check, result), 1)
+    for tenant, count in status.isolation_gpu_pods.items():
+        families[ISOLATION_GPU_PODS].add((tenant,), count)
+    for outcome, count in sorted(status.isolation_audits.items()):
+        families[ISOLATION_AUDITS].add((outcome,), count)
     return [family for family in families.values() if family.samples]
 
 

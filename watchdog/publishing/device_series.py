@@ -93,7 +93,9 @@ def add_device_series(book: FamilyBook, *, sample: NodeSample, owners: Owners) -
             mig_processes((labels, len(mig.processes), None))
             _add_pod_shares(base=base + (mig.uuid,), users=usage.get(mig.uuid, ()), owners=owners,
                             appends=share_appends)
+            _add_claims(book, base=base + (mig.uuid,), device_uuid=mig.uuid, owners=owners)
         _add_pod_shares(base=base + ("",), users=usage.get(gpu.uuid, ()), owners=owners, appends=share_appends)
+        _add_claims(book, base=base + ("",), device_uuid=gpu.uuid, owners=owners)
 
 
 def _add_gpu(book: FamilyBook, *, gpu: GpuSample, base: tuple[str, ...], appends: tuple[Append, ...]) -> None:
@@ -111,6 +113,20 @@ def _add_gpu(book: FamilyBook, *, gpu: GpuSample, base: tuple[str, ...], appends
             throttled.add(base + (reason,), 1 if mask & bit else 0)
     processes = len(gpu.processes) + sum(len(mig.processes) for mig in gpu.instances)
     book[c.GPU_PROCESSES].add(base, processes)
+
+
+def _add_claims(book: FamilyBook, *, base: tuple[str, ...], device_uuid: str, owners: Owners) -> None:
+    """One ``device_claim_info`` per (device, pod, container) that has the device through a DRA claim. An info
+    series rather than two more labels on every pod series: adding labels would change every existing series'
+    identity and break the queries built on them (the dcgm-exporter label-rename lesson)."""
+    claims = owners.attribution.claims
+    if not claims:
+        return
+    for ref in owners.attribution.devices.get(device_uuid, ()):
+        claim = claims.get((device_uuid, ref.key))
+        if claim is not None:
+            pod = owners.pod_labels(ref)  # namespace, pod, container[, tenant]: the tenant label comes last
+            book[c.DEVICE_CLAIM].add(base + pod[:3] + (claim.namespace, claim.name) + pod[3:], 1)
 
 
 def _add_pod_shares(

@@ -19,6 +19,7 @@ from watchdog.action.audit import AuditLog
 from watchdog.action.killswitch import KillSwitch
 from watchdog.attribution.kubelet import assignments_from_settings
 from watchdog.attribution.pods import PodCache
+from watchdog.attribution.slices import SliceCache
 from watchdog.attribution.proc import ProcReader
 from watchdog.config import Policy, Settings, load_policy
 from watchdog.config.runtime import RuntimePolicy
@@ -27,7 +28,9 @@ from watchdog.kube.client import KubeApi
 from watchdog.kube.eviction import KubeEvictions
 from watchdog.kube.eviction_budget import ClusterEvictionBudget
 from watchdog.kube.pods import PodWatcher
+from watchdog.kube.resourceslices import ResourceSliceWatcher
 from watchdog.model import TickResult
+from watchdog.publishing.api import DecisionLog
 from watchdog.publishing.mqtt import MqttPublisher
 from watchdog.publishing.server import MetricsServer
 from watchdog.sampling.sampler import NvmlSampler
@@ -36,8 +39,10 @@ from watchdog.service.attributor import NodeAttributor
 from watchdog.service.cycle import Cycle
 from watchdog.service.pipeline import TickSink
 from watchdog.service.policy_watch import PolicyWatcher
+from watchdog.service.borrowed_activity import BorrowedActivity, needs_borrowing
 from watchdog.service.prometheus_signals import PrometheusSignals
 from watchdog.service.state import AgentState
+from watchdog.trace.flight import FlightRecorder
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +100,9 @@ class Agent:
         )
         self.signals = PrometheusSignals(settings.signals, runtime=self.runtime, clock=clock) \
             if settings.signals.prometheus_url else None
+        self.activity = BorrowedActivity(settings.signals, wanted=lambda: needs_borrowing(self.cycle.snapshot.sample),
+                                         clock=clock) \
+            if settings.signals.prometheus_url and settings.signals.borrowed_activity.enabled else None
         self.detector = Detector(self.runtime.detection)
         self.kubelet = assignments_from_settings(settings.attribution)
         self.pod_watcher = PodWatcher(
@@ -107,14 +115,32 @@ class Agent:
             backoff_max=settings.kube.watch_backoff_max_seconds,
             gpu_memory_resource=settings.attribution.gpu_memory_request_resource,
         ) if kube is not None else None
+        # DRA: the GPU driver's ResourceSlices name the NVML device behind each claimed (driver, pool, device).
+        self.slices = SliceCache()
+        self.slice_watcher = ResourceSliceWatcher(
+            kube,
+            node=self.node,
+            driver=settings.attribution.dra_driver,
+            on_event=self.slices.apply,
+            on_relist=self.slices.replace,
+            watch_timeout_seconds=settings.kube.watch_timeout_seconds,
+            watch_idle_seconds=settings.kube.watch_idle_seconds,
+            backoff_max=settings.kube.watch_backoff_max_seconds,
+        ) if kube is not None and settings.attribution.dra_driver else None
         self.attributor = NodeAttributor(
             kubelet=self.kubelet,
             pods=self.pods,
             pods_ok=self._pods_ok,
             proc=ProcReader(settings.attribution.proc_root),
             clock=clock,
+            slices=self.slices,
         )
         self.mqtt = MqttPublisher(settings.mqtt, node=self.node) if settings.mqtt.enabled else None
+        # The last hours of ticks on the node's disk, for a replay after an incident (docs/flight-recorder.md).
+        self.flight_recorder = FlightRecorder(settings.flight_recorder,
+                                              tick_seconds=settings.sampling.interval_seconds) \
+            if settings.flight_recorder.enabled else None
+        self.decision_log = DecisionLog()  # the last decisions, for the JSON API on the metrics port
         self.cycle = Cycle(
             state=self.state,
             runtime=self.runtime,
@@ -124,9 +150,12 @@ class Agent:
             action=self.action,
             gate=self.kill_switch,
             signals=self.signals,
+            activity=self.activity,
             events=self.xids,
             mqtt=self.mqtt,
-            sinks=(*sinks, *((self.mqtt,) if self.mqtt is not None else ())),
+            flight_recorder=self.flight_recorder,
+            sinks=(*sinks, self.decision_log, *((self.mqtt,) if self.mqtt is not None else ()),
+                   *((self.flight_recorder,) if self.flight_recorder is not None else ())),
             sample_timeout=settings.sampling.sample_timeout_seconds,
         )
         self._register_error_sources()
@@ -135,7 +164,8 @@ class Agent:
                                    *((self.signals,) if self.signals is not None else ())]
         self.state.apply_runtime(self.runtime)
         self.server = MetricsServer.from_settings(
-            settings.publishing, snapshot_provider=lambda: self.cycle.snapshot, alive=self._alive
+            settings.publishing, snapshot_provider=lambda: self.cycle.snapshot, alive=self._alive,
+            decisions=self.decision_log,
         )
         self.port: int | None = None
         self.tick = 0
@@ -156,10 +186,15 @@ class Agent:
         """Stages that keep their own error tallies are read as they are when each snapshot is frozen."""
         self.state.add_error_source("sampling", self.sampler.error_counts)
         self.state.add_error_source("attribution", self.attributor.error_counts)
+        if self.slice_watcher is not None:
+            watcher = self.slice_watcher
+            self.state.add_error_source("attribution", lambda: watcher.error_counts)
         self.state.add_error_source("action", lambda: {"kill_switch_read": self.kill_switch.failures,
                                                        "eviction_budget": self.budget.failures})
         if self.signals is not None:
             self.state.add_error_source("signals", lambda: self.signals.errors)
+        if self.activity is not None:
+            self.state.add_error_source("borrowed_activity", lambda: self.activity.errors)
         if self.xids is not None:
             self.state.add_error_source("events", self.xids.error_counts)
 
@@ -205,6 +240,8 @@ class Agent:
         self.port = await self.server.start()
         self._stack.push_async_callback(self.server.stop)
         self._stack.push_async_callback(self.kubelet_close)
+        if self.flight_recorder is not None:
+            self._stack.callback(self.flight_recorder.close)
         self._running = True
         log.info("gpu-watchdog agent on node %s: metrics on port %d, mode %s",
                  self.node, self.port, self.action.policy.mode)
@@ -242,12 +279,16 @@ class Agent:
                 group.create_task(self.kubelet.refresher(self.clock), name="kubelet-refresher")
                 if self.pod_watcher is not None:
                     group.create_task(self.pod_watcher.run(), name="pod-watcher")
+                if self.slice_watcher is not None:
+                    group.create_task(self.slice_watcher.run(), name="resourceslice-watcher")
                 if self.evictions is not None:
                     group.create_task(self.kill_switch.watcher(), name="kill-switch")
                 if self.mqtt is not None:
                     group.create_task(self.mqtt.run(), name="mqtt-publisher")
                 if self.signals is not None:
                     group.create_task(self.signals.run(), name="victim-signals")
+                if self.activity is not None:
+                    group.create_task(self.activity.run(), name="borrowed-activity")
                 if self.settings.policy_file:
                     watcher = PolicyWatcher(
                         self.settings.policy_file,

@@ -2,8 +2,10 @@
 
 ``attribution.join`` is the pure join; this is the stateful part around it that only a running agent has: which
 kubelet List the tick can trust, which NVML devices the kubelet has never heard of, and which (device, pod) pairs
-are too new to be judged. A failure here is the cycle's to count: ``attribute`` raises, and the cycle then treats
-the tick as unattributed (which means "do not evict").
+are too new to be judged. Devices allocated through DRA are resolved here from the kubelet's claim tuples and the
+slice cache's frozen index; a pod whose claimed device no slice names yet (a MIG device created at claim time)
+has its processes held back like an unconfirmed pair, never judged unauthorized. A failure here is the cycle's
+to count: ``attribute`` raises, and the cycle then treats the tick as unattributed (which means "do not evict").
 """
 
 from __future__ import annotations
@@ -13,8 +15,10 @@ import logging
 from types import MappingProxyType
 from typing import Callable, Mapping, Protocol, Sequence
 
-from watchdog.attribution.join import attribute, unassigned_processes, unknown_devices, unresolvable_device_ids
-from watchdog.model import Attribution, DeviceAssignment, NodeSample, PodIndex
+from watchdog.attribution.join import (attribute, resolve_claim_devices, unassigned_processes, unknown_devices,
+                                       unresolvable_device_ids)
+from watchdog.model import (EMPTY, Attribution, ClaimDevice, DeviceAssignment, NodeSample, PodIndex, SliceDevice,
+                            SliceKey)
 
 log = logging.getLogger(__name__)
 
@@ -24,6 +28,9 @@ class KubeletView(Protocol):
 
     @property
     def assignments(self) -> Sequence[DeviceAssignment]: ...
+
+    @property
+    def claim_devices(self) -> Sequence[ClaimDevice]: ...
 
     @property
     def ok(self) -> bool: ...
@@ -40,6 +47,12 @@ class PodSource(Protocol):
     """The watch-fed pod cache (``attribution.pods.PodCache``)."""
 
     def index(self, tenant_label: str | None) -> PodIndex: ...
+
+
+class SliceSource(Protocol):
+    """The watch-fed ResourceSlice cache (``attribution.slices.SliceCache``)."""
+
+    def index(self) -> Mapping[SliceKey, SliceDevice]: ...
 
 
 class ProcView(Protocol):
@@ -62,14 +75,18 @@ class NodeAttributor:
         pods_ok: Callable[[], bool],
         proc: ProcView | None,
         clock: Callable[[], float],
+        slices: SliceSource | None = None,
     ) -> None:
         self.kubelet = kubelet
+        self.slices = slices
         self.pods = pods
         self.pods_ok = pods_ok
         self.proc = proc
         self.clock = clock
         self._pairs_seen: dict[tuple[str, str], float] = {}  # (device, pod) not listed → first seen
         self._unresolvable_logged = False
+        self._unresolved_logged: frozenset[ClaimDevice] = frozenset()
+        self.unresolved_claim_devices: tuple[ClaimDevice, ...] = ()  # this tick's, for tests and the log
 
     def error_counts(self) -> dict[str, int]:
         counters = self.proc.counters if self.proc is not None else {}
@@ -79,13 +96,16 @@ class NodeAttributor:
         assignments = self.kubelet.assignments if self.kubelet is not None else ()
         kubelet_ok = bool(self.kubelet is not None and self.kubelet.ok)
         unresolvable = unresolvable_device_ids(assignments)
+        assignments = (*assignments, *self._resolve_claims(sample, taken=[a.device_id for a in assignments]))
         if unresolvable:  # nothing can be joined by UUID: the kubelet side is as good as unreadable
             kubelet_ok = False
             if not self._unresolvable_logged:
                 log.error("kubelet device IDs are not NVML UUIDs (%s…): attribution degraded; set the device "
                           "plugin's deviceIDStrategy=uuid", ", ".join(unresolvable[:3]))
                 self._unresolvable_logged = True
-        if self.kubelet is not None and kubelet_ok:
+        # A busy device no assignment names is news for the kubelet, unless a claimed device is still waiting for
+        # its slice: then that is the likelier owner, and another List would not tell more.
+        if self.kubelet is not None and kubelet_ok and not self.unresolved_claim_devices:
             now = self.clock()
             for device in unknown_devices(sample, assignments):
                 self.kubelet.note_unknown(device, now)
@@ -105,6 +125,24 @@ class NodeAttributor:
         result.usage(sample)  # summed here, once, after the hold-back: detection and every scrape read these sums
         return result
 
+    def _resolve_claims(self, sample: NodeSample, *, taken: Sequence[str]) -> tuple[DeviceAssignment, ...]:
+        """The kubelet's DRA tuples as assignments, through the slice index; the unresolved ones are kept for the
+        hold-back and logged once each."""
+        claimed = self.kubelet.claim_devices if self.kubelet is not None else ()
+        if not claimed:
+            self.unresolved_claim_devices = ()
+            return ()
+        resolved, unresolved = resolve_claim_devices(claimed, self.slices.index() if self.slices else EMPTY,
+                                                     sample=sample, taken=taken)
+        self.unresolved_claim_devices = unresolved
+        fresh = set(unresolved) - self._unresolved_logged
+        for claim_device in sorted(fresh, key=lambda c: (c.namespace, c.pod, c.slice_key)):
+            log.info("claim %s of pod %s/%s: device %s has no NVML UUID in any ResourceSlice yet; its processes are "
+                     "held back", claim_device.claim.key, claim_device.namespace, claim_device.pod,
+                     "/".join(claim_device.slice_key))
+        self._unresolved_logged = frozenset(unresolved)
+        return resolved
+
     def _hold_back_unconfirmed(self, sample: NodeSample, attribution: Attribution) -> Attribution:
         """A process on a device its pod is not (yet) listed for stays unattributed until a kubelet List that
         started after it was first seen still does not list it: a pod that just got the device is not in the last
@@ -117,7 +155,8 @@ class NodeAttributor:
         if any(pair not in self._pairs_seen for pair in seen):
             self.kubelet.request_refresh()
         self._pairs_seen = seen
-        held = {pid for pid, pair in pairs.items() if listed_at < seen[pair]}
+        pending_pods = {f"{c.namespace}/{c.pod}" for c in self.unresolved_claim_devices}
+        held = {pid for pid, pair in pairs.items() if listed_at < seen[pair] or pair[1] in pending_pods}
         if not held:
             return attribution
         kept = {pid: ref for pid, ref in attribution.processes.items() if pid not in held}

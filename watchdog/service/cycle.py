@@ -15,14 +15,17 @@ import logging
 import time
 from typing import Any, Callable, Sequence
 
+from watchdog.attribution.join import with_claims
 from watchdog.config.runtime import RuntimePolicy
 from watchdog.model import ActionReport, Attribution, Finding, NodeSample, TickResult, finding_changes
 from watchdog.service.attributor import why_unhealthy
 from watchdog.service.pipeline import (
     ActionRunner,
+    ActivitySource,
     Attributor,
     EventWatcherView,
     FindingDetector,
+    FlightRecorderView,
     MqttView,
     PauseView,
     Sampler,
@@ -48,8 +51,10 @@ class Cycle:
         action: ActionRunner,
         gate: PauseView,
         signals: VictimSignalSource | None = None,
+        activity: ActivitySource | None = None,
         events: EventWatcherView | None = None,
         mqtt: MqttView | None = None,
+        flight_recorder: FlightRecorderView | None = None,
         sinks: Sequence[TickSink] = (),
         sample_timeout: float = 10.0,
         to_thread: Callable[..., Any] = asyncio.to_thread,
@@ -62,8 +67,10 @@ class Cycle:
         self.action = action
         self.gate = gate
         self.signals = signals
+        self.activity = activity
         self.events = events
         self.mqtt = mqtt
+        self.flight_recorder = flight_recorder
         self.sinks = tuple(sinks)
         self.sample_timeout = sample_timeout
         self.to_thread = to_thread
@@ -84,7 +91,8 @@ class Cycle:
             sample = dataclasses.replace(sample, xids=sample.xids + xids)
         attribution = self._attribute(sample) if sample is not None else None
         signals = self.signals.values() if self.signals is not None and sample is not None else None
-        detected = self._detect(sample, attribution, signals) if attribution is not None else None
+        activity = self.activity.values() if self.activity is not None and sample is not None else None
+        detected = self._detect(sample, attribution, signals, activity) if attribution is not None else None
         findings, changes = (), ()
         if detected is not None:  # a tick that detected nothing changes nothing: no finding is "resolved" by it
             findings, changes = detected, finding_changes(self.findings, detected)
@@ -101,9 +109,10 @@ class Cycle:
             paused=self.gate.paused(),
             mqtt=self.mqtt.snapshot_counters() if self.mqtt is not None else None,
             kill_switch_known=not self.gate.unknown,
+            flight_recorder=self.flight_recorder.counters() if self.flight_recorder is not None else None,
         )
         result = TickResult(tick=tick, snapshot=self.snapshot, changes=changes, actions=actions, xids=xids,
-                            signals=signals)
+                            signals=signals, activity=activity)
         self._report(result)
         return result
 
@@ -154,10 +163,14 @@ class Cycle:
                               detail="" if result.healthy else why_unhealthy(result))
         return result
 
-    def _detect(self, sample: NodeSample, attribution: Attribution, signals) -> tuple[Finding, ...] | None:
+    def _detect(
+        self, sample: NodeSample, attribution: Attribution, signals, activity
+    ) -> tuple[Finding, ...] | None:
         started = time.perf_counter()
         try:
-            findings = tuple(self.detector.step(sample, attribution, external_signals=signals))
+            findings = tuple(self.detector.step(sample, attribution, external_signals=signals,
+                                                borrowed_activity=activity))
+            findings = with_claims(findings, attribution)  # the DRA claim of the pod each finding is about
         except Exception as exc:
             log.exception("detection failed at tick %d", sample.tick)
             self.state.count_error("detection", type(exc).__name__.lower())

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Iterable, Mapping, Protocol
 
 from watchdog.config.action import ActionPolicy
-from watchdog.model import ActionReport, Attribution, Finding, NodeSample, TickResult
+from watchdog.model import ActionReport, Attribution, Finding, InstanceActivity, NodeSample, TickResult
 
 
 class Sampler(Protocol):
@@ -31,7 +31,12 @@ class FindingDetector(Protocol):
     """``detection.Detector``: findings from one sample, with its memory of earlier ones."""
 
     def step(
-        self, sample: NodeSample, attribution: Attribution, *, external_signals: Mapping[str, float] | None = None
+        self,
+        sample: NodeSample,
+        attribution: Attribution,
+        *,
+        external_signals: Mapping[str, float] | None = None,
+        borrowed_activity: Mapping[str, InstanceActivity] | None = None,
     ) -> Iterable[Finding]: ...
 
 
@@ -62,6 +67,12 @@ class VictimSignalSource(Protocol):
     def values(self) -> Mapping[str, float]: ...
 
 
+class ActivitySource(Protocol):
+    """``service.borrowed_activity.BorrowedActivity``: per-GPU-instance activity from outside NVML."""
+
+    def values(self) -> Mapping[str, InstanceActivity]: ...
+
+
 class PauseView(Protocol):
     """``action.killswitch.KillSwitch`` as the snapshot shows it."""
 
@@ -76,6 +87,12 @@ class EventWatcherView(Protocol):
 
     @property
     def healthy(self) -> bool: ...
+
+
+class FlightRecorderView(Protocol):
+    """``trace.flight.FlightRecorder``'s own counters, for the exporter."""
+
+    def counters(self) -> Mapping[str, int]: ...
 
 
 class MqttView(Protocol):

@@ -24,6 +24,21 @@ log = logging.getLogger(__name__)
 
 def parse_vector(body: Mapping) -> dict[str, float]:
     """A Prometheus instant-vector answer → {"namespace/pod": value}; series without both labels are skipped."""
+    return pod_values(vector_samples(body))
+
+
+def pod_values(samples: list[tuple[Mapping, float]]) -> dict[str, float]:
+    values: dict[str, float] = {}
+    for labels, value in samples:
+        namespace, pod = labels.get("namespace"), labels.get("pod")
+        if namespace and pod:
+            values[f"{namespace}/{pod}"] = value
+    return values
+
+
+def vector_samples(body: Mapping) -> list[tuple[Mapping, float]]:
+    """A Prometheus instant-vector answer → its (labels, finite value) pairs; ValueError when it is no such answer
+    (an error status, another result type, a body that is not a JSON object)."""
     if not isinstance(body, Mapping):  # an empty or non-JSON-object body (a proxy's 502 page, say)
         raise ValueError(f"expected a JSON object, got {type(body).__name__}")
     if body.get("status") != "success":
@@ -31,21 +46,36 @@ def parse_vector(body: Mapping) -> dict[str, float]:
     data = body.get("data") or {}
     if not isinstance(data, Mapping) or data.get("resultType") != "vector":
         raise ValueError(f"expected a vector, got {data.get('resultType') if isinstance(data, Mapping) else data!r}")
-    values: dict[str, float] = {}
+    samples: list[tuple[Mapping, float]] = []
     for series in data.get("result") or []:
         if not isinstance(series, Mapping):
             continue
         labels = series.get("metric") or {}
         if not isinstance(labels, Mapping):
             continue
-        namespace, pod = labels.get("namespace"), labels.get("pod")
         try:
             value = float(series["value"][1])
         except (KeyError, IndexError, TypeError, ValueError):
             continue
-        if namespace and pod and math.isfinite(value):
-            values[f"{namespace}/{pod}"] = value
-    return values
+        if math.isfinite(value):
+            samples.append((labels, value))
+    return samples
+
+
+async def query_vector(
+    session: aiohttp.ClientSession, *, base_url: str, query: str, timeout_seconds: float
+) -> list[tuple[Mapping, float]]:
+    """One instant query; raises aiohttp.ClientError, asyncio.TimeoutError or ValueError (a malformed answer)."""
+    url = f"{base_url.rstrip('/')}/api/v1/query"
+    timeout = aiohttp.ClientTimeout(total=timeout_seconds)
+    async with session.get(url, params={"query": query}, timeout=timeout) as response:
+        body = await response.json(content_type=None)
+    return vector_samples(body)
+
+
+def error_kind(exc: BaseException) -> str:
+    """The ``error`` label a failed query is counted under."""
+    return "timeout" if isinstance(exc, asyncio.TimeoutError) else type(exc).__name__.lower()
 
 
 class PrometheusSignals:
@@ -79,16 +109,14 @@ class PrometheusSignals:
     async def refresh(self, session: aiohttp.ClientSession) -> None:
         """Run every tenant's query once; a failing query keeps the others."""
         overrides = self.runtime.detection.victim_signal_overrides
-        url = f"{(self.settings.prometheus_url or '').rstrip('/')}/api/v1/query"
-        timeout = aiohttp.ClientTimeout(total=self.settings.timeout_seconds)
         for tenant, override in overrides.items():
             self.queries += 1
             try:
-                async with session.get(url, params={"query": override.query}, timeout=timeout) as response:
-                    body = await response.json(content_type=None)
-                values = parse_vector(body)
+                values = pod_values(await query_vector(session, base_url=self.settings.prometheus_url or "",
+                                                         query=override.query,
+                                                         timeout_seconds=self.settings.timeout_seconds))
             except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as exc:
-                kind = "timeout" if isinstance(exc, asyncio.TimeoutError) else type(exc).__name__.lower()
+                kind = error_kind(exc)
                 if not self.errors:
                     log.warning("victim-signal query for tenant %s failed (%s): %s", tenant, kind, exc)
                 self.errors[kind] += 1

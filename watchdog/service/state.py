@@ -93,6 +93,7 @@ class AgentState:
         paused: bool,
         mqtt: Mapping[str, int] | None = None,
         kill_switch_known: bool = True,
+        flight_recorder: Mapping[str, int] | None = None,
     ) -> Snapshot:
         return Snapshot(
             node=self.node,
@@ -109,5 +110,6 @@ class AgentState:
             tenant_label=self.tenant_label,
             policy_reloads=MappingProxyType(dict(self.policy_reloads)),
             mqtt=None if mqtt is None else MappingProxyType(dict(mqtt)),
+            flight_recorder=None if flight_recorder is None else MappingProxyType(dict(flight_recorder)),
             kill_switch_known=kill_switch_known,
         )

@@ -110,7 +110,7 @@ class SimulatedGpuNode:
     @property
     def tick(self) -> int:
         # The epsilon absorbs float error of repeated advance(0.1) so tick boundaries land where expected.
-        return max(0, math.floor(self.clock.now() / self.scenario.tick_seconds + 1e-9))
+        return max(0, math.floor(self.clock.elapsed() / self.scenario.tick_seconds + 1e-9))
 
     def state(self, tick: int | None = None) -> TickState:
         """The whole node at ``tick`` (default: now), computed once and cached."""

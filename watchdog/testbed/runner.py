@@ -2,6 +2,8 @@
 
 Simulated time advances by one tick per agent cycle (``sleep`` is where the world moves), so a scenario plays out
 at its own tick length, or faster with ``speed``. The agent itself is the production Agent, unchanged.
+The world's clock starts at the wall time (SimClock's ``epoch``): sample timestamps, audit lines and the fake API
+server's Events read as now, so `time() - …` alerts and dashboards behave as on a real node.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import asyncio
 import logging
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Sequence
 
@@ -17,6 +20,7 @@ from watchdog.kube.client import KubeApi
 from watchdog.service.agent import Agent
 from watchdog.service.pipeline import TickSink
 from watchdog.testbed import DEMO_SCENARIO
+from watchdog.testbed.clock import SimClock
 from watchdog.testbed.world import SimulatedWorld
 
 log = logging.getLogger(__name__)
@@ -52,12 +56,13 @@ async def run_simulated(
     """
     out = out or sys.stdout
     workdir = Path(tempfile.mkdtemp(prefix="gpu-watchdog-sim-"))
-    async with SimulatedWorld(scenario, workdir=workdir, deletion_delay=min(3.0, 3.0 / speed)) as world:
+    async with SimulatedWorld(scenario, workdir=workdir, deletion_delay=min(3.0, 3.0 / speed),
+                              clock=SimClock(epoch=time.time())) as world:
         merged = {"publishing": {"port": port}}
         for key, value in (flags or {}).items():
             merged[key] = value
         settings = world.settings(config, **merged)
-        kube = KubeApi.from_url(world.api.url)
+        kube = KubeApi.from_url(world.api.url).restrict_to_declared_permissions()  # the agent's calls only, as RBAC
 
         async def world_sleep(seconds: float) -> None:
             # The agent asks for what is left of its interval after the cycle's own (real) time; the world still

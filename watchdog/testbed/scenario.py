@@ -76,6 +76,7 @@ class PodSpec(_Strict):
     container: str = "main"
     gpu_memory_request_bytes: int | None = Field(default=None, ge=0)
     device: DeviceRef | None = None  # what the kubelet assigned; None = a pod without a GPU
+    claim: str | None = Field(default=None, min_length=1)  # DRA node: the ResourceClaim (pod's namespace) of device
     extra_devices: list[DeviceRef] = []  # used without assignment (unauthorized)
     start_tick: int = Field(default=0, ge=0)
     end_tick: int | None = Field(default=None, ge=0)
@@ -116,6 +117,28 @@ class FaultSpec(_Strict):
         return self
 
 
+class DraSpec(_Strict):
+    """The node hands out its GPUs through Dynamic Resource Allocation instead of the device plugin."""
+
+    driver: str = Field(default="gpu.nvidia.com", min_length=1)
+    slice_lag_ticks: int = Field(default=0, ge=0)  # a new MIG device's UUID reaches the ResourceSlice this late
+
+
+class LatencySpec(_Strict):
+    """A serving pod's p99 latency as its tenant's monitoring reports it: base seconds at the full clock, longer in
+    proportion as a power cap slows the clock."""
+
+    base: float = Field(gt=0)
+    noise: float = Field(default=0.0, ge=0)  # relative, Gaussian
+
+
+class MonitoringSpec(_Strict):
+    """What the cluster's monitoring sees besides the agent's NVML (testbed/monitoring.py)."""
+
+    dcgm_exporter: bool = False  # dcgm-exporter's per-GPU-instance DCGM_FI_PROF_* series reach the agent
+    latency: dict[str, LatencySpec] = {}  # "ns/name" → its p99 latency, the victim signal its tenant overrides with
+
+
 class Scenario(_Strict):
     name: str = Field(min_length=1)
     description: str = ""
@@ -128,14 +151,25 @@ class Scenario(_Strict):
     pods: list[PodSpec] = []
     xids: list[XidSpec] = []
     faults: list[FaultSpec] = []
+    dra: DraSpec | None = None
+    monitoring: MonitoringSpec = MonitoringSpec()
     truth: dict[str, Any] = {}
     policy: dict[str, Any] = {}
 
     @model_validator(mode="after")
     def _cross_check(self) -> Scenario:
         _check_references(self)
+        _check_monitoring(self)
         _fill_identities(self)
         return self
+
+
+def _check_monitoring(scenario: Scenario) -> None:
+    """A latency signal belongs to a scenario pod that has a device."""
+    devices = {pod.key: pod.device for pod in scenario.pods}
+    for key in scenario.monitoring.latency:
+        if devices.get(key) is None:
+            raise ValueError(f"monitoring.latency.{key}: no pod {key} with a device in this scenario")
 
 
 def _check_references(scenario: Scenario) -> None:
@@ -163,6 +197,7 @@ def _check_references(scenario: Scenario) -> None:
             (f"extra_devices.{n}", ref) for n, ref in enumerate(pod.extra_devices)]
         for where, ref in refs:
             _check_device(scenario, ref, f"pods.{index}.{where}")
+    _check_claims(scenario)
     for index, xid in enumerate(scenario.xids):
         _check_device(scenario, DeviceRef(gpu=xid.gpu, instance=xid.instance), f"xids.{index}", any_instance=True)
     for index, fault in enumerate(scenario.faults):
@@ -177,6 +212,22 @@ def _check_references(scenario: Scenario) -> None:
                 raise ValueError(f"faults.{index}.mig{exc}") from None
 
 
+def _check_claims(scenario: Scenario) -> None:
+    """A claim needs a DRA node and a device; pods sharing a claim share its one device."""
+    devices: dict[tuple[str, str], tuple[int, int | None]] = {}
+    for index, pod in enumerate(scenario.pods):
+        if pod.claim is None:
+            continue
+        if scenario.dra is None:
+            raise ValueError(f"pods.{index}.claim: only a DRA node (dra: {{}}) allocates devices by claim")
+        if pod.device is None:
+            raise ValueError(f"pods.{index}.claim: a claim needs the device it allocated (device: …)")
+        device = (pod.device.gpu, pod.device.instance)
+        if devices.setdefault((pod.namespace, pod.claim), device) != device:
+            raise ValueError(f"pods.{index}.device: claim {pod.namespace}/{pod.claim} is shared, so it names one "
+                             f"device for every pod")
+
+
 def _check_device(scenario: Scenario, ref: DeviceRef, where: str, *, any_instance: bool = False) -> None:
     if ref.gpu >= len(scenario.gpus):
         raise ValueError(f"{where}.gpu: {ref.gpu} but the node has {len(scenario.gpus)} GPUs")
@@ -186,10 +237,17 @@ def _check_device(scenario: Scenario, ref: DeviceRef, where: str, *, any_instanc
             raise ValueError(f"{where}.instance: GPU {ref.gpu} is not in MIG mode")
     elif ref.instance is None and not any_instance:
         raise ValueError(f"{where}.instance: GPU {ref.gpu} is in MIG mode; name an index into its mig list")
-    elif ref.instance is not None and ref.instance >= len(gpu.mig):
+    elif ref.instance is not None and ref.instance >= _most_instances(scenario, ref.gpu):
         raise ValueError(f"{where}.instance: {ref.instance} but GPU {ref.gpu} has {len(gpu.mig)} MIG instances")
     if ref.replica is not None and (gpu.replicas is None or ref.replica >= gpu.replicas):
         raise ValueError(f"{where}.replica: {ref.replica} but GPU {ref.gpu} has replicas: {gpu.replicas}")
+
+
+def _most_instances(scenario: Scenario, gpu: int) -> int:
+    """The most MIG instances the GPU ever has: a pod may use one that a later reconfiguration (``faults.mig``, or
+    a DRA driver creating a MIG device at claim time) brings into being."""
+    layouts = [scenario.gpus[gpu].mig or []] + [f.mig for f in scenario.faults if f.gpu == gpu and f.mig is not None]
+    return max(len(layout) for layout in layouts)
 
 
 def stable_digest(*parts: object) -> bytes:

@@ -16,6 +16,7 @@ from typing import Any
 from watchdog.config import Settings, load_settings
 from watchdog.testbed.cluster.apiserver import FakeApiServer
 from watchdog.testbed.cluster.apiserver_pods import build_pod
+from watchdog.testbed.cluster.dra import DraPublisher, claim_uses, dra_devices
 from watchdog.testbed.cluster.kubelet import FakeKubelet
 from watchdog.testbed import SimClock, SimulatedGpuNode, load_scenario
 from watchdog.testbed.scenario import PodSpec, Scenario
@@ -46,6 +47,9 @@ class SimulatedWorld:
         # The API server shares the simulated clock: pod creation times and sample timestamps are one time line.
         self.api = FakeApiServer(instant_deletes=deletion_delay is None, deletion_delay=deletion_delay, clock=self.clock)
         self.kubelet = FakeKubelet(str(self.workdir / "kubelet.sock"))
+        dra = self.scenario.dra
+        self.dra = DraPublisher(self.api.store, node=self.scenario.node, driver=dra.driver,
+                                slice_lag_ticks=dra.slice_lag_ticks) if dra is not None else None
         self.proc = ProcTree(self.workdir / "proc")
         self._published: set[str] = set()  # pods put into the API server
         self.ended: dict[str, int] = {}  # pod key → tick its workload ended because it left the API server
@@ -89,6 +93,7 @@ class SimulatedWorld:
                 "kubelet_socket": str(self.workdir / "kubelet.sock"),
                 "proc_root": str(self.workdir / "proc"),
                 "gpu_memory_request_resource": GPU_MEMORY_RESOURCE,
+                **({"dra_driver": self.scenario.dra.driver} if self.scenario.dra is not None else {}),
             },
             "publishing": {"host": "127.0.0.1", "port": 0},
             "sampling": {"interval_seconds": self.scenario.tick_seconds},
@@ -110,7 +115,14 @@ class SimulatedWorld:
         tick = self.node.tick
         for pod in self.scenario.pods:
             self._sync_pod(pod, tick)
-        self.kubelet.set_pods(self._kubelet_view(tick))
+        if self.dra is None:
+            self.kubelet.set_pods(self._kubelet_view(tick))
+        else:  # pods with a claim get their device through DRA, the others still from the device plugin
+            uses = claim_uses(self.scenario, self.node, tick, ended=self.ended)
+            driver, node = self.dra.driver, self.scenario.node
+            self.kubelet.set_pods(self._kubelet_view(tick), claims=[
+                (u.namespace, u.pod, u.container, u.namespace, u.claim, driver, node, u.device) for u in uses])
+            self.dra.sync(tick=tick, devices=dra_devices(self.node, tick), uses=uses)
         self.proc.sync(self.node.processes(tick))
 
     def _sync_pod(self, pod: PodSpec, tick: int) -> None:
@@ -132,7 +144,7 @@ class SimulatedWorld:
 
     def _pod_object(self, pod: PodSpec) -> dict[str, Any]:
         requests: dict[str, str] = {}
-        for row in self.node.assignments(self.node.tick):
+        for row in self.node.assignments(self.node.tick) if pod.claim is None else ():
             if (row.namespace, row.pod) == (pod.namespace, pod.name):
                 requests[row.resource] = "1"
         if pod.gpu_memory_request_bytes:
@@ -157,15 +169,18 @@ class SimulatedWorld:
             requests=requests or None,
         )
         body["metadata"]["uid"] = pod.uid
+        if pod.claim is not None:
+            body["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": pod.claim}]
         for status in body["status"]["containerStatuses"]:
             status["containerID"] = f"containerd://{container_id_for(pod.uid or '', status['name'])}"
         return body
 
     def _kubelet_view(self, tick: int) -> list[tuple[str, str, list[tuple[str, str, list[str]]]]]:
         by_pod: dict[tuple[str, str], dict[tuple[str, str], list[str]]] = defaultdict(lambda: defaultdict(list))
+        claimed = {pod.key for pod in self.scenario.pods if pod.claim is not None}
         for row in self.node.assignments(tick):
-            if f"{row.namespace}/{row.pod}" in self.ended:
-                continue  # the kubelet frees a deleted pod's devices
+            if f"{row.namespace}/{row.pod}" in self.ended or f"{row.namespace}/{row.pod}" in claimed:
+                continue  # the kubelet frees a deleted pod's devices; a claimed device is not the plugin's
             by_pod[(row.namespace, row.pod)][(row.container, row.resource)].append(row.device_id)
         return [
             (namespace, name, [(container, resource, ids) for (container, resource), ids in containers.items()])

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import fields
+from functools import cache
 from types import MappingProxyType
 from typing import Any, Mapping
 
@@ -18,6 +19,7 @@ from watchdog.model import (
     Attribution,
     ContainerInfo,
     GpuSample,
+    InstanceActivity,
     MigSample,
     NodeSample,
     PodIndex,
@@ -48,19 +50,21 @@ def _flat(obj: Any, skip: tuple[str, ...] = ()) -> Json:
     return {f.name: _number(getattr(obj, f.name)) for f in fields(obj) if f.name not in skip}
 
 
-def _build(cls: type, data: Mapping[str, Any], **nested: Any) -> Any:
+@cache
+def _field_kinds(cls: type) -> tuple[tuple[str, type | None], ...]:
+    # Once per class, not once per object: replay decodes ~120 objects per tick of a dense node.
     floats, ints = _FLOAT_FIELDS.get(cls, frozenset()), _INT_FIELDS.get(cls, frozenset())
+    return tuple((f.name, float if f.name in floats else int if f.name in ints else None) for f in fields(cls))
+
+
+def _build(cls: type, data: Mapping[str, Any], **nested: Any) -> Any:
     kwargs: dict[str, Any] = {}
-    for f in fields(cls):
-        if f.name in nested:
-            kwargs[f.name] = nested[f.name]
-        elif f.name in data:
-            value = data[f.name]
-            if value is not None and f.name in floats:
-                value = float(value)
-            elif value is not None and f.name in ints:
-                value = int(value)
-            kwargs[f.name] = value
+    for name, kind in _field_kinds(cls):
+        if name in nested:
+            kwargs[name] = nested[name]
+        elif name in data:
+            value = data[name]
+            kwargs[name] = kind(value) if kind is not None and value is not None else value
     return cls(**kwargs)
 
 
@@ -188,13 +192,19 @@ def decode_attribution(data: Mapping[str, Any]) -> Attribution:
 
 
 def encode_tick(
-    sample: NodeSample, attribution: Attribution, external_signals: Mapping[str, float] | None = None
+    sample: NodeSample,
+    attribution: Attribution,
+    external_signals: Mapping[str, float] | None = None,
+    *,
+    borrowed_activity: Mapping[str, InstanceActivity] | None = None,
 ) -> Json:
     """One trace line (as a dict) for one tick.
 
     ``external_signals`` ("ns/pod" → value) are the outside performance signals the detector was given this tick
     (docs/trace-format.md); without them a replay could not reproduce an interference finding they drove. Left out
     of the line when None; a non-finite value is dropped (JSON cannot carry it and it carries no information).
+    ``borrowed_activity`` ("<GPU UUID>/<GI id>" → InstanceActivity) is the per-instance activity read from outside
+    NVML that detection was given, recorded the same way (only the signals that had a value).
     """
     line: Json = {
         "tick": sample.tick,
@@ -205,6 +215,12 @@ def encode_tick(
     if external_signals is not None:
         line["external_signals"] = {
             key: float(value) for key, value in external_signals.items() if math.isfinite(float(value))
+        }
+    if borrowed_activity is not None:
+        line["borrowed_activity"] = {
+            key: {name: float(value) for name in ("sm", "dram", "graphics")
+                  if (value := getattr(activity, name)) is not None and math.isfinite(value)}
+            for key, activity in borrowed_activity.items()
         }
     return line
 
@@ -236,3 +252,14 @@ def decode_tick_signals(data: Mapping[str, Any]) -> Mapping[str, float] | None:
     if signals is None:
         return None
     return MappingProxyType({str(key): float(value) for key, value in signals.items()})
+
+
+def decode_tick_activity(data: Mapping[str, Any]) -> Mapping[str, InstanceActivity] | None:
+    """The line's ``borrowed_activity`` as "<GPU UUID>/<GI id>" → InstanceActivity, or None when not recorded."""
+    activity = data.get("borrowed_activity")
+    if activity is None:
+        return None
+    return MappingProxyType({
+        str(key): InstanceActivity(**{name: float(value) for name, value in signals.items()})
+        for key, signals in activity.items()
+    })

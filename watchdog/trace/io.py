@@ -1,37 +1,52 @@
-"""Writes and reads trace files: JSON lines, a header first, one tick per line.
+"""Writes and reads trace files: JSON lines, a header first, one tick per line, plain or gzip.
 
 JSON lines because a trace is appended to while the agent runs (a crash loses at most the line being written, so
-every line is flushed), and because a person can write one by hand to reproduce a report. Every line read is
-checked against the one JSON Schema shipped in this package (``trace.schema.json``, Draft 2020-12) before it is
-decoded, so a bad trace fails with the file, the line and the field at fault instead of deep inside detection.
+every line is flushed), and because a person can write one by hand to reproduce a report. A path ending in
+``.gz`` is gzip, written and read transparently: each flush is a zlib sync flush, so a file cut short by a crash
+still reads up to its last whole line. Every line read is checked against the one JSON Schema shipped in this
+package (``trace.schema.json``) before it is decoded (:mod:`watchdog.trace.parsing`), so a bad trace fails with
+the file, the line and the field at fault instead of deep inside detection. The writer writes version 2
+(:mod:`watchdog.trace.compact`); the reader reads versions 1 and 2.
 """
 
 from __future__ import annotations
 
+import gzip
 import json
-import math
+import logging
+import os
+import zlib
 from dataclasses import dataclass
-from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import IO, Any, Iterator, Mapping
 
-import jsonschema
-
 from watchdog import __version__
-from watchdog.model import Attribution, NodeSample
-from watchdog.trace.codec import decode_tick, decode_tick_signals, encode_tick
+from watchdog.model import Attribution, InstanceActivity, NodeSample
+from watchdog.trace.codec import (decode_attribution, decode_tick, decode_tick_activity, decode_tick_signals,
+                                  encode_tick)
+from watchdog.trace.compact import compact_attribution, compact_sample
+from watchdog.trace.parsing import TraceError, check, load_line, parse, schema
+
+__all__ = ["TRACE_FORMAT", "TRACE_VERSION", "READ_VERSIONS", "Trace", "TraceError", "TraceHeader", "TraceRecord",
+           "TraceWriter", "read_trace", "schema", "open_text"]
+
+log = logging.getLogger(__name__)
 
 TRACE_FORMAT = "gpu-watchdog-trace"
-TRACE_VERSION = 1
+TRACE_VERSION = 2
+READ_VERSIONS = (1, 2)
+_NOBODY = decode_attribution({"healthy": False})  # encoded in place of an attribution the line will not carry
 
 
-class TraceError(ValueError):
-    """A trace line that is not valid JSON, breaks the schema, or contradicts the lines before it."""
-
-    def __init__(self, *, path: str, line: int, field: str, reason: str) -> None:
-        super().__init__(f"{path}:{line}: {field}: {reason}")
-        self.path, self.line, self.field, self.reason = path, line, field, reason
+def open_text(path: str | Path, mode: str) -> IO[Any]:
+    """``open`` for a trace path: gzip when the name ends in ``.gz``. ``mode`` is "w", "a" or "rb"."""
+    if str(path).endswith(".gz"):
+        if mode == "rb":
+            return gzip.open(path, "rb")
+        return gzip.open(path, mode + "t", encoding="utf-8", compresslevel=6)
+    if mode == "rb":
+        return open(path, "rb")
+    return open(path, mode, encoding="utf-8")
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,9 +56,10 @@ class TraceHeader:
     started: float
     agent_version: str = __version__
     source: str | None = None
+    version: int = TRACE_VERSION
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"format": TRACE_FORMAT, "version": TRACE_VERSION, "node": self.node}
+        out: dict[str, Any] = {"format": TRACE_FORMAT, "version": self.version, "node": self.node}
         out.update(tick_seconds=self.tick_seconds, started=self.started, agent_version=self.agent_version)
         if self.source is not None:
             out["source"] = self.source
@@ -58,56 +74,72 @@ class TraceRecord:
     sample: NodeSample
     attribution: Attribution
     external_signals: Mapping[str, float] | None = None  # None: the line recorded none
+    borrowed_activity: Mapping[str, InstanceActivity] | None = None  # None: the line recorded none
 
     @property
     def tick(self) -> int:
         return self.sample.tick
 
 
-def schema() -> dict[str, Any]:
-    """The trace JSON Schema (the single copy lives next to this module; docs/trace.schema.json links to it)."""
-    return json.loads(resources.files("watchdog.trace").joinpath("trace.schema.json").read_text("utf-8"))
-
-
-@cache
-def _validator(definition: str) -> jsonschema.Draft202012Validator:
-    full = schema()
-    return jsonschema.Draft202012Validator({"$defs": full["$defs"], "$ref": f"#/$defs/{definition}"})
-
-
-def _check(instance: Any, definition: str, *, path: str, line: int) -> None:
-    error = jsonschema.exceptions.best_match(_validator(definition).iter_errors(instance))
-    if error is not None:
-        field = ".".join(str(part) for part in error.absolute_path) or "(line)"
-        raise TraceError(path=path, line=line, field=field, reason=error.message)
-
-
 class TraceWriter:
     """Appends ticks to a trace: the header at construction, then one flushed line per :meth:`write`.
 
-    ``target`` is a path (opened, and closed by :meth:`close`) or an open text stream (left open).
+    ``target`` is a path (opened — gzip when it ends in ``.gz`` — and closed by :meth:`close`) or an open text
+    stream (left open). ``header.version`` chooses the format: 2 (compact, the default) or 1 (every field on every
+    line, for a reader that only knows version 1). ``bytes_written`` counts the text handed to the stream.
     """
 
     def __init__(self, target: str | Path | IO[str], *, header: TraceHeader) -> None:
+        if header.version not in READ_VERSIONS:
+            raise ValueError(f"version: cannot write trace version {header.version}")
         if isinstance(target, (str, Path)):
-            self._stream: IO[str] = open(target, "w", encoding="utf-8")
+            self._stream: IO[str] = open_text(target, "w")
             self._owned = True
         else:
             self._stream, self._owned = target, False
         self.header = header
         self.ticks_written = 0
+        self.bytes_written = 0
+        self._attribution: dict[str, Any] | None = None  # the last attribution written in full (version 2)
+        self._attribution_tick = -1
+        self._attribution_object: Attribution | None = None  # the Attribution last written (or referred to)
         self._emit(header.to_json())
 
     def _emit(self, data: dict[str, Any]) -> None:
         # allow_nan=False: the codec already turned non-finite readings into null; anything left is a bug.
-        self._stream.write(json.dumps(data, allow_nan=False, separators=(",", ":")) + "\n")
+        text = json.dumps(data, allow_nan=False, separators=(",", ":")) + "\n"
+        self._stream.write(text)
         self._stream.flush()
+        self.bytes_written += len(text)
 
     def write(
-        self, sample: NodeSample, attribution: Attribution, external_signals: Mapping[str, float] | None = None
+        self,
+        sample: NodeSample,
+        attribution: Attribution,
+        external_signals: Mapping[str, float] | None = None,
+        *,
+        borrowed_activity: Mapping[str, InstanceActivity] | None = None,
     ) -> None:
-        self._emit(encode_tick(sample, attribution, external_signals))
+        # Equal objects encode equally, and comparing them costs ~1 % of encoding 56 pods: skip the encoding.
+        same = self.header.version == 2 and attribution == self._attribution_object
+        line = encode_tick(sample, _NOBODY if same else attribution, external_signals,
+                           borrowed_activity=borrowed_activity)
+        if self.header.version == 2:
+            line["sample"] = compact_sample(line["sample"], node=self.header.node, tick=line["tick"],
+                                            timestamp=line["timestamp"])
+            full = None if same else compact_attribution(line["attribution"])
+            if same or full == self._attribution:
+                del line["attribution"]
+                line["attribution_from"] = self._attribution_tick
+            else:
+                line["attribution"], self._attribution, self._attribution_tick = full, full, sample.tick
+            self._attribution_object = attribution
+        self._emit(line)
         self.ticks_written += 1
+
+    def size_on_disk(self) -> int:
+        """Bytes of the file written so far (compressed for gzip: each flush reaches the disk); 0 for a stream."""
+        return os.fstat(self._stream.fileno()).st_size if self._owned else 0
 
     def close(self) -> None:
         if self._owned and not self._stream.closed:
@@ -120,122 +152,106 @@ class TraceWriter:
         self.close()
 
 
-# Far beyond the deepest line TraceWriter writes (about six levels), far below Python's recursion limit: json
-# itself recurses once per level and ends in RecursionError on a line nested some thousand levels deep.
-MAX_DEPTH = 64
-# No recorded integer (a tick, bytes, a pid) comes near this; CPython refuses to convert more than 4,300 digits
-# (sys.set_int_max_str_digits) with a ValueError that would not name the field.
-MAX_INTEGER_DIGITS = 100
-
-
-class _Refused:
-    """Stands in for a number the trace may not hold while a line is parsed, so the field holding it can be named."""
-
-    def __init__(self, reason: str) -> None:
-        self.reason = reason
-
-
-def _constant(literal: str) -> _Refused:
-    # Python's json accepts the non-standard literals NaN, Infinity and -Infinity (RFC 8259 §6 has no such
-    # numbers). A trace holding one was not written by TraceWriter (allow_nan=False) and would feed detection a
-    # value every comparison answers False to.
-    return _Refused(f"{literal} is not a JSON number (write null for a reading that is not available)")
-
-
-def _float(text: str) -> float | _Refused:
-    value = float(text)  # "1e400" overflows to inf: RFC 8259 §6 leaves the range to the implementation
-    return value if math.isfinite(value) else _Refused(f"{text} is not a finite number")
-
-
-def _int(text: str) -> int | _Refused:
-    digits = len(text.lstrip("-"))
-    if digits > MAX_INTEGER_DIGITS:
-        return _Refused(f"an integer of {digits} digits is too large")
-    return int(text)
-
-
-def _first_refusal(value: Any) -> tuple[str, str] | None:
-    """(field path, reason) of the first refused number or of nesting deeper than MAX_DEPTH; None when clean.
-    Iterative, so that no line can make it recurse."""
-    stack: list[tuple[Any, tuple[str, ...]]] = [(value, ())]
-    while stack:
-        item, path = stack.pop()
-        if isinstance(item, _Refused):
-            return ".".join(path) or "(line)", item.reason
-        children = list(item.items() if isinstance(item, dict) else enumerate(item) if isinstance(item, list) else ())
-        if children and len(path) >= MAX_DEPTH:
-            return "(line)", f"nested deeper than {MAX_DEPTH} levels"
-        stack.extend((child, (*path, str(key))) for key, child in reversed(children))
-    return None
-
-
-def _parse(raw: bytes, *, path: str, line: int) -> Any:
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        reason = f"not UTF-8 text: {exc.reason} at byte {exc.start}"
-        raise TraceError(path=path, line=line, field="(line)", reason=reason) from None
-    try:
-        data = json.loads(text, parse_constant=_constant, parse_float=_float, parse_int=_int)
-    except json.JSONDecodeError as exc:
-        reason = f"not valid JSON: {exc.msg} at column {exc.colno}"
-        raise TraceError(path=path, line=line, field="(line)", reason=reason) from None
-    except RecursionError:
-        reason = f"nested deeper than {MAX_DEPTH} levels"
-        raise TraceError(path=path, line=line, field="(line)", reason=reason) from None
-    found = _first_refusal(data)
-    if found is not None:
-        field, reason = found
-        raise TraceError(path=path, line=line, field=field, reason=reason)
-    return data
-
-
 class Trace:
-    """A trace file: its validated header, and its ticks when iterated (the file is re-read on each iteration)."""
+    """A trace file: its validated header, and its ticks when iterated (the file is re-read on each iteration).
+
+    A last line cut short by a crash (no newline, not valid JSON — or a gzip stream that ends early) ends the
+    iteration with a warning and sets ``torn_line``; everything before it is delivered. A bad line anywhere else
+    is a TraceError.
+    """
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
+        self.torn_line: int | None = None
         self.header = self._read_header()
 
     def _read_header(self) -> TraceHeader:
         name = str(self.path)
-        with open(self.path, "rb") as stream:
-            first = stream.readline()
+        with open_text(self.path, "rb") as stream:
+            try:
+                first = stream.readline()
+            except (EOFError, gzip.BadGzipFile) as exc:
+                raise TraceError(path=name, line=1, field="(line)", reason=f"not a readable gzip file: {exc}") from None
         if not first.strip():
             reason = "empty trace: the first line must be the header"
             raise TraceError(path=name, line=1, field="(line)", reason=reason)
-        data = _parse(first, path=name, line=1)
-        if isinstance(data, dict) and data.get("format") == TRACE_FORMAT and data.get("version") != TRACE_VERSION:
-            reason = f"unsupported trace version {data.get('version')!r} (this reader knows {TRACE_VERSION})"
+        data = parse(first, path=name, line=1)
+        if isinstance(data, dict) and data.get("format") == TRACE_FORMAT and data.get("version") not in READ_VERSIONS:
+            known = " and ".join(str(version) for version in READ_VERSIONS)
+            reason = f"unsupported trace version {data.get('version')!r} (this reader knows {known})"
             raise TraceError(path=name, line=1, field="version", reason=reason)
-        _check(data, "header", path=name, line=1)
+        check(data, "header", path=name, line=1)
         fields = {key: data[key] for key in ("node", "tick_seconds", "started", "agent_version")}
-        return TraceHeader(**fields, source=data.get("source"))
+        return TraceHeader(**fields, source=data.get("source"), version=data["version"])
+
+    def _lines(self) -> Iterator[tuple[int, bytes]]:
+        """(line number, raw line) after the header. A gzip stream cut short (a crash before the writer closed
+        it) ends with a warning after its last whole line; a corrupt one is a TraceError."""
+        name = str(self.path)
+        with open(self.path, "rb") as file, (gzip.GzipFile(fileobj=file) if name.endswith(".gz") else file) as stream:
+            self._file = file
+            number = 1
+            try:
+                stream.readline()
+                for number, raw in enumerate(stream, start=2):
+                    yield number, raw
+            except EOFError:
+                self.torn_line = number + 1
+                log.warning("%s:%d: the compressed stream ends early (the writer stopped); keeping the lines before",
+                            name, number + 1)
+            except (gzip.BadGzipFile, zlib.error) as exc:
+                raise TraceError(path=name, line=number + 1, field="(line)", reason=f"corrupt gzip data: {exc}") from None
+
+    def bytes_read(self) -> int:
+        """How far the current iteration is into the file, in bytes on disk (compressed for gzip): progress."""
+        file = getattr(self, "_file", None)
+        return file.tell() if file is not None and not file.closed else 0
 
     def __iter__(self) -> Iterator[TraceRecord]:
-        name = str(self.path)
+        name, version = str(self.path), self.header.version
         previous: int | None = None
-        with open(self.path, "rb") as stream:
-            stream.readline()
-            for number, text in enumerate(stream, start=2):
-                if not text.strip():
-                    continue  # a blank line (e.g. a trailing newline pair) carries nothing
-                data = _parse(text, path=name, line=number)
-                _check(data, "tick", path=name, line=number)
-                try:
-                    sample, attribution = decode_tick(data, node=self.header.node)
-                except ValueError as exc:
-                    field, _, reason = str(exc).partition(": ")
-                    raise TraceError(path=name, line=number, field=field, reason=reason) from None
-                if previous is not None and sample.tick <= previous:
-                    reason = f"{sample.tick} does not follow the previous {previous}"
-                    raise TraceError(path=name, line=number, field="tick", reason=reason)
-                previous = sample.tick
-                yield TraceRecord(number, sample, attribution, decode_tick_signals(data))
+        attribution: tuple[int, Attribution] | None = None  # (tick, decoded) of the last full attribution
+        for number, raw in self._lines():
+            if not raw.strip():
+                continue  # a blank line (e.g. a trailing newline pair) carries nothing
+            try:
+                data = load_line(raw, "tick", path=name, line=number)
+            except TraceError as exc:
+                if raw.endswith(b"\n") or not exc.reason.startswith("not valid JSON"):
+                    raise
+                self.torn_line = number  # the writer died mid-line: what came before stands
+                log.warning("%s:%d: torn last line (the writer stopped mid-line); keeping the ticks before it",
+                            name, number)
+                return
+            if ("attribution" in data) == ("attribution_from" in data):
+                reason = "a tick line holds either attribution or (version 2) attribution_from, not both or neither"
+                raise TraceError(path=name, line=number, field="attribution", reason=reason)
+            if "attribution_from" in data:
+                if version < 2:
+                    raise TraceError(path=name, line=number, field="attribution_from", reason="not in version 1")
+                if attribution is None or attribution[0] != data["attribution_from"]:
+                    held = "no earlier line" if attribution is None else f"tick {attribution[0]}"
+                    reason = f"refers to tick {data['attribution_from']}, but the last full attribution is {held}"
+                    raise TraceError(path=name, line=number, field="attribution_from", reason=reason)
+                data["attribution"] = {}  # decoded below for the sample's checks; replaced by the held one
+            try:
+                sample, decoded = decode_tick(data, node=self.header.node)
+            except ValueError as exc:
+                field, _, reason = str(exc).partition(": ")
+                raise TraceError(path=name, line=number, field=field, reason=reason) from None
+            if "attribution_from" in data:
+                decoded = attribution[1]
+            else:
+                attribution = (sample.tick, decoded)
+            if previous is not None and sample.tick <= previous:
+                reason = f"{sample.tick} does not follow the previous {previous}"
+                raise TraceError(path=name, line=number, field="tick", reason=reason)
+            previous = sample.tick
+            yield TraceRecord(number, sample, decoded, decode_tick_signals(data), decode_tick_activity(data))
 
 
 def read_trace(path: str | Path) -> Trace:
-    """Open a trace: the header is read and checked now, each tick line as iteration reaches it.
+    """Open a trace (plain or ``.gz``): the header is read and checked now, each tick line as iteration reaches it.
 
     Raises :class:`TraceError` ("FILE:LINE: field.path: reason") on the first bad line, ``OSError`` when the
     file cannot be read.

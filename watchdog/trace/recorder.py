@@ -31,7 +31,7 @@ class TraceRecorder:
             header = TraceHeader(node=sample.node, tick_seconds=self.tick_seconds, started=sample.timestamp,
                                  source=self.source)
             self.writer = TraceWriter(self.target, header=header)
-        self.writer.write(sample, attribution, result.signals or None)
+        self.writer.write(sample, attribution, result.signals or None, borrowed_activity=result.activity or None)
 
     @property
     def ticks_written(self) -> int:

@@ -40,8 +40,10 @@ def _forbidden_message(method: str, path: str) -> str:
     resource = "/".join(tail[:1] + tail[2:3]) or "unknown"
     group = parts[1] if parts and parts[0] == "apis" else ""
     where = f' in the namespace "{namespace}"' if namespace else " at the cluster scope"
+    # A GET of a collection is the "list" verb (apiserver/pkg/endpoints/request/requestinfo.go).
+    verb = "list" if method == "GET" and len(tail) == 1 else _VERBS.get(method, method.lower())
     return (f'{resource} is forbidden: User "system:serviceaccount:gpu-watchdog:gpu-watchdog" cannot '
-            f'{_VERBS.get(method, method.lower())} resource "{resource}" in API group "{group}"{where}')
+            f'{verb} resource "{resource}" in API group "{group}"{where}')
 
 
 class FakeApiServer:
@@ -264,14 +266,14 @@ class FakeApiServer:
 
     def add_node(self, name: str, *, labels: dict[str, str] | None = None, ready: bool = True,
                  unschedulable: bool = False, capacity: dict[str, str] | None = None,
-                 address: str = "10.0.0.10") -> dict[str, Any]:
+                 address: str = "10.0.0.10", taints: list[dict[str, str]] | None = None) -> dict[str, Any]:
         """A Node as its kubelet registers and keeps it (the Ready condition, nodeInfo, an InternalIP), so
         ``kubectl get nodes``, ``cordon`` and ``drain`` find the node the pods run on."""
         resources = {"cpu": "32", "memory": "256Gi", "pods": "110", **(capacity or {})}
         return self.store.create(NODES, {
             "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
                                                   **(labels or {})}},
-            "spec": {"unschedulable": True} if unschedulable else {},
+            "spec": {**({"unschedulable": True} if unschedulable else {}), **({"taints": taints} if taints else {})},
             "status": {
                 "conditions": [{"type": "Ready", "status": "True" if ready else "False",
                                 "reason": "KubeletReady" if ready else "KubeletNotReady"}],
@@ -279,7 +281,11 @@ class FakeApiServer:
                 "capacity": dict(resources), "allocatable": dict(resources),
                 "nodeInfo": {"kubeletVersion": "v1.37.1", "osImage": "Debian GNU/Linux 12 (bookworm)",
                              "kernelVersion": "6.1.0", "containerRuntimeVersion": "containerd://2.1.0",
-                             "operatingSystem": "linux", "architecture": "amd64"},
+                             "operatingSystem": "linux", "architecture": "amd64",
+                             # required strings of v1 NodeSystemInfo (typed clients refuse a node without them);
+                             # kubeProxyVersion is deprecated and written empty (core/v1/types.go, no omitempty)
+                             "machineID": f"{name}-machine", "systemUUID": f"{name}-uuid",
+                             "bootID": f"{name}-boot", "kubeProxyVersion": ""},
             },
         })
 
@@ -293,6 +299,15 @@ class FakeApiServer:
             return self.store.create(CONFIGMAPS, {"metadata": {"name": name, "namespace": namespace}, "data": data})
         current["data"] = dict(data)
         return self.store.update(CONFIGMAPS, current)
+
+    def add_object(self, resource: str, obj: dict[str, Any]) -> dict[str, Any]:
+        """Store any object of a served resource ("namespaces", "networkpolicies", …) as already admitted."""
+        resource_type = self._resource(resource)
+        meta = obj.get("metadata") or {}
+        if not meta.get("name") or resource_type.namespaced != bool(meta.get("namespace")):
+            raise ValueError(f"a {resource_type.kind} needs metadata.name"
+                             + (" and metadata.namespace" if resource_type.namespaced else " and no namespace"))
+        return self.store.create(resource_type, obj)
 
     def objects(self, resource: str, namespace: str | None = None) -> list[dict[str, Any]]:
         """Every stored object of a resource ("pods", "events", "leases", …) for assertions."""

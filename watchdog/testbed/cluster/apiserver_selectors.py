@@ -123,6 +123,8 @@ _FIELD_GETTERS: dict[str, Callable[[Mapping[str, Any]], str]] = {
     # pkg/registry/core/event/strategy.go ToSelectableFields (what `kubectl describe` asks for an object's Events).
     **{f"involvedObject.{key}": (lambda key: lambda obj: str((obj.get("involvedObject") or {}).get(key) or ""))(key)
        for key in ("kind", "namespace", "name", "uid", "apiVersion", "resourceVersion", "fieldPath")},
+    # pkg/apis/resource/v1/conversion.go addConversionFuncs: a ResourceSlice selects on spec.nodeName, spec.driver.
+    "spec.driver": lambda obj: (obj.get("spec") or {}).get("driver") or "",
     "reason": lambda obj: obj.get("reason") or "",
     "type": lambda obj: obj.get("type") or "",
     "reportingComponent": lambda obj: obj.get("reportingComponent") or "",
@@ -133,6 +135,7 @@ NODE_FIELDS = frozenset({"metadata.name", "spec.unschedulable"})
 EVENT_FIELDS = frozenset(key for key in _FIELD_GETTERS if key.startswith(("metadata.", "involvedObject."))) | {
     "reason", "type", "reportingComponent", "source"}
 META_FIELDS = frozenset({"metadata.name", "metadata.namespace"})
+SLICE_FIELDS = frozenset({"metadata.name", "spec.nodeName", "spec.driver"})
 
 FieldSelector = tuple[tuple[str, str, str], ...]  # (field, "=" | "!=", value)
 

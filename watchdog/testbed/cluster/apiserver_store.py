@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Callable
 
-from watchdog.testbed.cluster.apiserver_selectors import EVENT_FIELDS, META_FIELDS, NODE_FIELDS, POD_FIELDS
+from watchdog.testbed.cluster.apiserver_selectors import (EVENT_FIELDS, META_FIELDS, NODE_FIELDS, POD_FIELDS,
+                                                          SLICE_FIELDS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +55,20 @@ EVENTS_V1 = ResourceType("/apis/events.k8s.io/v1", "events", "Event")
 PDBS = ResourceType("/apis/policy/v1", "poddisruptionbudgets", "PodDisruptionBudget")
 PRIORITY_CLASSES = ResourceType("/apis/scheduling.k8s.io/v1", "priorityclasses", "PriorityClass", namespaced=False)
 LEASES = ResourceType("/apis/coordination.k8s.io/v1", "leases", "Lease")
-RESOURCE_TYPES = (PODS, NODES, EVENTS, CONFIGMAPS, QUOTAS, EVENTS_V1, PDBS, PRIORITY_CLASSES, LEASES)
+# What the isolation audit reads besides the above (gpu-watchdog audit): plain stored objects, generic verbs.
+NAMESPACES = ResourceType("/api/v1", "namespaces", "Namespace", namespaced=False)
+LIMIT_RANGES = ResourceType("/api/v1", "limitranges", "LimitRange")
+PVCS = ResourceType("/api/v1", "persistentvolumeclaims", "PersistentVolumeClaim")
+NETWORK_POLICIES = ResourceType("/apis/networking.k8s.io/v1", "networkpolicies", "NetworkPolicy")
+STORAGE_CLASSES = ResourceType("/apis/storage.k8s.io/v1", "storageclasses", "StorageClass", namespaced=False)
+RESOURCE_TYPES = (PODS, NODES, EVENTS, CONFIGMAPS, QUOTAS, EVENTS_V1, PDBS, PRIORITY_CLASSES, LEASES,
+                  NAMESPACES, LIMIT_RANGES, PVCS, NETWORK_POLICIES, STORAGE_CLASSES)
+# Dynamic Resource Allocation (resource.k8s.io/v1): the GPU driver's ResourceSlices (cluster-scoped) and the
+# ResourceClaims pods get devices through.
+RESOURCE_SLICES = ResourceType("/apis/resource.k8s.io/v1", "resourceslices", "ResourceSlice", namespaced=False,
+                               field_labels=SLICE_FIELDS)
+RESOURCE_CLAIMS = ResourceType("/apis/resource.k8s.io/v1", "resourceclaims", "ResourceClaim")
+RESOURCE_TYPES += (RESOURCE_SLICES, RESOURCE_CLAIMS)
 
 # metav1.StatusReason for each code (k8s.io/apimachinery/pkg/api/errors/errors.go).
 REASONS = {

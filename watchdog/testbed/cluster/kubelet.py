@@ -22,6 +22,8 @@ ContainerSpec = tuple[str, str, Sequence[str]]
 """(container name, resource name, device IDs) — device IDs may carry a ``::n`` replica suffix."""
 PodSpec = tuple[str, str, Sequence[ContainerSpec]]
 """(namespace, pod name, containers)."""
+ClaimSpec = tuple[str, str, str, str, str, str, str, str]
+"""(namespace, pod, container, claim namespace, claim name, driver, pool, device): one DRA device of a container."""
 
 
 class FakeKubelet(pb_grpc.PodResourcesListerServicer):
@@ -37,18 +39,26 @@ class FakeKubelet(pb_grpc.PodResourcesListerServicer):
         self._pods: dict[tuple[str, str], pb.PodResources] = {}
         self._server: grpc.aio.Server | None = None
 
-    def set_pods(self, pods: Iterable[PodSpec]) -> None:
-        """Replace what the kubelet has assigned: ``[(namespace, name, [(container, resource, [ids]), …]), …]``."""
-        table: dict[tuple[str, str], pb.PodResources] = {}
+    def set_pods(self, pods: Iterable[PodSpec], *, claims: Iterable[ClaimSpec] = ()) -> None:
+        """Replace what the kubelet has assigned: ``[(namespace, name, [(container, resource, [ids]), …]), …]``,
+        and the devices containers got through DRA claims (``ContainerResources.dynamic_resources``)."""
+        containers_of: dict[tuple[str, str], dict[str, pb.ContainerResources]] = {}
         for namespace, name, containers in pods:
-            by_container: dict[str, pb.ContainerResources] = {}
+            by_container = containers_of.setdefault((namespace, name), {})
             for container, resource, device_ids in containers:
                 entry = by_container.setdefault(container, pb.ContainerResources(name=container))
                 entry.devices.append(pb.ContainerDevices(resource_name=resource, device_ids=list(device_ids)))
-            table[(namespace, name)] = pb.PodResources(
-                name=name, namespace=namespace, containers=list(by_container.values())
-            )
-        self._pods = table
+        for namespace, name, container, claim_namespace, claim_name, driver, pool, device in claims:
+            entry = containers_of.setdefault((namespace, name), {}).setdefault(
+                container, pb.ContainerResources(name=container))
+            entry.dynamic_resources.append(pb.DynamicResource(
+                claim_name=claim_name, claim_namespace=claim_namespace,
+                claim_resources=[pb.ClaimResource(driver_name=driver, pool_name=pool, device_name=device,
+                                                  cdi_devices=[pb.CDIDevice(name=f"k8s.{driver}/claim={device}")])]))
+        self._pods = {
+            (namespace, name): pb.PodResources(name=name, namespace=namespace, containers=list(by_container.values()))
+            for (namespace, name), by_container in containers_of.items()
+        }
 
     @property
     def running(self) -> bool:

@@ -95,7 +95,7 @@ class GpmEventCalls(NvmlBase):
     def nvmlGpmSampleGet(self, device, gpmSample):
         gpu, slot = self._gpm_device(device)
         address = self._sample_address(gpmSample)
-        self._samples[address] = _Taken(gpu, slot, self._node.layout(gpu).generation, self._node.clock.now())
+        self._samples[address] = _Taken(gpu, slot, self._node.layout(gpu).generation, self._node.clock.elapsed())
         return gpmSample
 
     @nvml_call
@@ -107,7 +107,7 @@ class GpmEventCalls(NvmlBase):
         layout = self._node.layout(gpu)
         for instance in layout.instances:
             if instance.gpu_instance == gpuInstanceId:
-                self._samples[address] = _Taken(gpu, instance.slot, layout.generation, self._node.clock.now())
+                self._samples[address] = _Taken(gpu, instance.slot, layout.generation, self._node.clock.elapsed())
                 return gpmSample
         raise nvml_error(pynvml.NVML_ERROR_NOT_FOUND)
 
