@@ -54,6 +54,7 @@ def build_sample(tick: int, rng: np.random.Generator) -> NodeSample:
                     uuid=f"MIG-{g}-{s}", gpu_index=g, gpu_instance=s + 7, compute_instance=0, profile="1g.10gb",
                     memory_total_bytes=10 * GIB, memory_used_bytes=used, memory_reserved_bytes=0,
                     sm_util=float(np.clip(busy + rng.normal(0, 0.02), 0, 1)), dram_bw_util=0.3,
+                    pcie_tx_bytes_per_second=1e9, pcie_rx_bytes_per_second=float(2e9 + rng.normal(0, 1e8)),
                     processes=(ProcessSample(1000 + g * 10 + s, used, s + 7, 0),),
                 )
             )
@@ -62,6 +63,7 @@ def build_sample(tick: int, rng: np.random.Generator) -> NodeSample:
                 index=g, uuid=f"GPU-{g}", name="NVIDIA H100 80GB HBM3", mig_enabled=True,
                 sm_clock_mhz=1980 * (0.75 if capped else 1.0), sm_clock_max_mhz=1980,
                 clock_event_reasons=0x4 if capped else 0, instances=tuple(instances),
+                pcie_link_bytes_per_second=63e9,  # Gen5 x16: every MIG GPU is a PCIe domain too
             )
         )
     grow = min(tick, 300) * 0.25 * GIB

@@ -32,8 +32,8 @@ def documents(name: str) -> dict[tuple[str, str], dict]:
 
 
 POLICY = documents("admission-policy.yaml")
-VAP = next(d for (kind, _), d in POLICY.items() if kind == "ValidatingAdmissionPolicy")
-BINDING = next(d for (kind, _), d in POLICY.items() if kind == "ValidatingAdmissionPolicyBinding")
+VAP = POLICY[("ValidatingAdmissionPolicy", "gpu-watchdog-evictions")]
+BINDING = POLICY[("ValidatingAdmissionPolicyBinding", "gpu-watchdog-evictions")]
 CEL = celpy.Environment()
 
 
@@ -46,35 +46,35 @@ def evaluate(expression: str, activation: dict):
         return error
 
 
-def matches_resource(request: dict) -> bool:
+def matches_resource(request: dict, policy: dict) -> bool:
     resource = request["resource"]["resource"] + (f"/{request['subResource']}" if request.get("subResource") else "")
     return any(
         request["resource"]["group"] in rule["apiGroups"] and request["resource"]["version"] in rule["apiVersions"]
         and request["operation"] in rule["operations"] and resource in rule["resources"]
-        for rule in VAP["spec"]["matchConstraints"]["resourceRules"]
+        for rule in policy["spec"]["matchConstraints"]["resourceRules"]
     )
 
 
-def admit(request: dict, obj: dict | None, namespace: dict | None) -> tuple[str, str]:
-    """("not matched" | "allowed" | "denied", message), as the API server's policy plugin would decide."""
-    if not matches_resource(request):
+def admit(request: dict, obj: dict | None, namespace: dict | None, *, policy: dict = VAP) -> tuple[str, str]:
+    """("not matched" | "allowed" | "denied", message), as the API server's plugin would decide for ``policy``."""
+    if not matches_resource(request, policy):
         return "not matched", ""
     activation = dict(celpy.json_to_cel({"request": request, "object": obj, "oldObject": None,
                                          "namespaceObject": namespace, "params": None}))
-    for condition in VAP["spec"].get("matchConditions", []):
+    for condition in policy["spec"].get("matchConditions", []):
         value = evaluate(condition["expression"], activation)
         if isinstance(value, celpy.CELEvalError):
             return "denied", f"matchCondition {condition['name']} failed: {value}"  # failurePolicy Fail
         if not bool(value):
             return "not matched", ""
     variables = {}
-    for variable in VAP["spec"].get("variables", []):
+    for variable in policy["spec"].get("variables", []):
         variables[variable["name"]] = evaluate(variable["expression"], {**activation, "variables": variables})
         if isinstance(variables[variable["name"]], celpy.CELEvalError):
             return "denied", f"variable {variable['name']} failed"
     activation["variables"] = celpy.celtypes.MapType(
         {celpy.celtypes.StringType(k): v for k, v in variables.items()})
-    for validation in VAP["spec"]["validations"]:
+    for validation in policy["spec"]["validations"]:
         value = evaluate(validation["expression"], activation)
         if isinstance(value, celpy.CELEvalError) or not bool(value):
             message = validation.get("message") or str(evaluate(validation["messageExpression"], activation))

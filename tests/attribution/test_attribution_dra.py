@@ -129,6 +129,7 @@ class Pods:
 
 class Proc:
     counters: dict = {}
+    hosts: dict = {}
 
     def __init__(self, table):
         self.table = table

@@ -193,8 +193,13 @@ def test_other_namespaces_move_every_object_and_the_admission_policy_with_them()
     docs = objects(DOCUMENTED_OPTIONS["other namespaces"])
     namespaces = {doc["metadata"].get("namespace") for doc in docs} - {None}
     assert namespaces == {"gpu-agents", "gpu-ctl"}
-    policy = yaml.safe_dump(one(docs, "ValidatingAdmissionPolicy"))
+    policy = yaml.safe_dump(one(docs, "ValidatingAdmissionPolicy", "gpu-watchdog-evictions"))
     assert "system:serviceaccount:gpu-agents:gpu-watchdog" in policy and "'gpu-ctl'" in policy
+    policies = find(docs, "ValidatingAdmissionPolicy")
+    assert len(policies) == 2  # the evictions' bounds and DRA objects read-only: both follow the service accounts
+    for text in map(yaml.safe_dump, policies):
+        assert "system:serviceaccount:gpu-agents:gpu-watchdog'" in text
+        assert "system:serviceaccount:gpu-ctl:gpu-watchdog-controller'" in text
     assert {doc["metadata"]["name"] for doc in find(docs, "Namespace")} == {"gpu-agents", "gpu-ctl"}
 
 

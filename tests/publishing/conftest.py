@@ -61,12 +61,13 @@ def build_rich_snapshot(*, tenant_label: str | None = "team") -> Snapshot:
         memory_total_bytes=80 * GIB, memory_used_bytes=30 * GIB, memory_reserved_bytes=GIB // 2,
         power_watts=412.5, power_limit_watts=700.0, temperature_celsius=61.0,
         sm_clock_mhz=1755.0, sm_clock_max_mhz=1980.0, clock_event_reasons=0x0,
-        pcie_tx_bytes_per_second=1.5e9, pcie_rx_bytes_per_second=2.25e9,
+        pcie_tx_bytes_per_second=1.5e9, pcie_rx_bytes_per_second=2.25e9, pcie_link_bytes_per_second=63e9,
         instances=(
             MigSample(
                 uuid=MIG_OWNED, gpu_index=0, gpu_instance=1, compute_instance=0, profile="3g.40gb",
                 memory_total_bytes=40 * GIB, memory_used_bytes=10 * GIB, memory_reserved_bytes=12345,
                 dram_bw_util=0.75, sm_util=0.5, sm_occupancy=0.25,
+                pcie_tx_bytes_per_second=1.25e9, pcie_rx_bytes_per_second=2e9,
                 processes=(ProcessSample(100, 10 * GIB, gpu_instance=1, compute_instance=0),),
             ),
             MigSample(
@@ -120,7 +121,7 @@ def build_rich_snapshot(*, tenant_label: str | None = "team") -> Snapshot:
         # train-a and ts-1 got their devices through DRA ResourceClaims; ts-2 through the device plugin.
         claims={(MIG_OWNED, "ml/train-a"): ClaimRef("ml", "train-a-mig"),
                 (A100_UUID, "ml/ts-1"): ClaimRef("ml", "ts-1-gpu")},
-        healthy=True, kubelet_ok=True, api_ok=True,
+        healthy=True, kubelet_ok=True, api_ok=True, slices_ok=True, claims_held=1,
     )
     findings = (
         Finding(

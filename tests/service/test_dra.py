@@ -42,12 +42,20 @@ async def test_dynamic_mig_device_is_held_back_then_followed_and_scrapes_make_no
             held_ticks.append(tick)
     # The slice names the device 5 ticks after it appeared (slice_lag_ticks): held back until then, never judged.
     assert held_ticks and max(held_ticks) < 45 and attributed_at == 45, (held_ticks, attributed_at)
-    await driver.caught_up()  # the kubelet refresher is idle now: any call from here on would be the scrapes'
-    api_before, kubelet_before = len(world.api.requests), world.kubelet.calls
-    body = await scrape(agent.port)
-    for _ in range(20):
-        await scrape(agent.port)
-    assert len(world.api.requests) == api_before and world.kubelet.calls == kubelet_before
+    # Scrapes make no API and no kubelet calls. The background refresher and watches may still make one of their
+    # own (a refresh a pod event asked for), so the claim is proven by a window of 21 scrapes in which nothing at all
+    # was called: a scrape path that called out would call in every window.
+    windows = []
+    for _ in range(3):
+        await driver.caught_up()
+        api_before, kubelet_before = len(world.api.requests), world.kubelet.calls
+        body = await scrape(agent.port)
+        for _ in range(20):
+            await scrape(agent.port)
+        windows.append((len(world.api.requests) - api_before, world.kubelet.calls - kubelet_before))
+        if windows[-1] == (0, 0):
+            break
+    assert (0, 0) in windows, windows
     claims = claim_lines(body)
     assert any(f'mig_uuid="{mig_uuid}"' in line and 'pod="notebook"' in line and 'claim_namespace="ml"' in line
                and 'claim_name="notebook-mig-1g"' in line for line in claims), claims

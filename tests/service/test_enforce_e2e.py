@@ -71,9 +71,13 @@ async def test_benign_scenarios_evict_nobody_even_in_enforce_mode(drive, tmp_pat
     driver = await drive(SCENARIOS / name, events=False, policy={"action": {"mode": "enforce"}},
                          audit_log=str(tmp_path / "audit.jsonl"))
     healthy = 0
+    # A scenario's own kubelet outages (and the refresher's backoff that ends each) are ticks it means the agent to
+    # be blind in.
+    blind = {t for o in scenario.kubelet_outages for t in range(o.start_tick, o.end_tick + 30)}
     for _ in range(scenario.duration_ticks):
+        tick = driver.world.tick
         snapshot = await driver.ticks(1)
-        healthy += snapshot.attribution.healthy
+        healthy += snapshot.attribution.healthy or tick in blind
     assert healthy >= scenario.duration_ticks - 5  # the agent could have acted: it chose not to
     assert eviction_posts(driver.world) == []
     assert driver.world.ended == {}

@@ -74,3 +74,18 @@ def parse_cgroup(text: str) -> PodProcess | None:
             return found
         pod_only = pod_only or found
     return pod_only
+
+
+def cgroup_path(text: str) -> str:
+    """The process's cgroup path from the text of ``/proc/<pid>/cgroup``: the v2 line's (``0::path``), else the first
+    v1 line's, else "" (a process outside any pod is reported by this path, so an operator can find its unit or
+    container: ``/system.slice/docker-<id>.scope``, ``/user.slice/…``)."""
+    first = ""
+    for line in text.splitlines():
+        fields = line.split(":", 2)
+        if len(fields) != 3:
+            continue
+        if fields[0] == "0" and fields[1] == "":
+            return fields[2].strip()
+        first = first or fields[2].strip()
+    return first

@@ -22,8 +22,8 @@ from types import MappingProxyType
 from typing import Iterable, Iterator, Mapping
 
 from watchdog.attribution.pods import container_name_of
-from watchdog.model import (Attribution, ClaimDevice, ClaimRef, DeviceAssignment, Finding, NodeSample, PodIndex,
-                            PodRef, ProcessSample, SliceDevice, SliceKey)
+from watchdog.model import (EMPTY, Attribution, ClaimDevice, ClaimRef, DeviceAssignment, Finding, HostProcess,
+                            NodeSample, PodIndex, PodRef, ProcessSample, SliceDevice, SliceKey)
 
 
 def attribute(
@@ -34,6 +34,7 @@ def attribute(
     proc: Mapping[int, tuple[str, str | None]],
     kubelet_ok: bool,
     api_ok: bool,
+    hosts: Mapping[int, HostProcess] | None = None,
 ) -> Attribution:
     """Who owns what at this tick.
 
@@ -45,6 +46,7 @@ def attribute(
     per cache change and carried on in the attribution, with its tenant rule, for every later stage. What each pod
     uses of each device is summed from ``processes`` when a stage first asks (``Attribution.usage``), so a PID
     taken back later (the service's hold-back of unconfirmed pairs) is never counted for its pod.
+    ``host_processes``: the PIDs NVML reported that ``hosts`` (the /proc reader's) places in no pod at all.
     """
     devices: dict[str, list[PodRef]] = {}
     claims: dict[tuple[str, str], ClaimRef] = {}
@@ -67,6 +69,8 @@ def attribute(
         if pod is None:
             continue
         processes[process.pid] = PodRef(pod.namespace, pod.name, pod.uid, container_name_of(pod, container_id))
+    host_processes = {process.pid: hosts[process.pid] for process in _processes(sample)
+                      if hosts and process.pid in hosts and process.pid not in processes}
     return Attribution(
         devices=MappingProxyType({uuid: tuple(refs) for uuid, refs in devices.items()}),
         processes=MappingProxyType(processes),
@@ -75,6 +79,7 @@ def attribute(
         healthy=kubelet_ok and api_ok,
         kubelet_ok=kubelet_ok,
         api_ok=api_ok,
+        host_processes=MappingProxyType(host_processes) if host_processes else EMPTY,
     )
 
 

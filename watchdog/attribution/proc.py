@@ -1,4 +1,5 @@
-"""Reads ``<root>/<pid>/cgroup`` for the PIDs NVML reports: the only file I/O of attribution.
+"""Reads ``<root>/<pid>/cgroup`` (and, for a process in no pod, ``<root>/<pid>/comm``) for the PIDs NVML reports:
+the only file I/O of attribution.
 
 The proc root is a constructor argument, so tests point it at a fixture tree and a DaemonSet at the host's /proc
 mounted read-only; parsing is ``watchdog.attribution.cgroups``'s.
@@ -8,7 +9,8 @@ from __future__ import annotations
 
 from typing import Callable, Iterable, Mapping
 
-from watchdog.attribution.cgroups import PodProcess, parse_cgroup
+from watchdog.attribution.cgroups import PodProcess, cgroup_path, parse_cgroup
+from watchdog.model import HostProcess
 
 
 class ProcReader:
@@ -17,9 +19,11 @@ class ProcReader:
     A process cannot leave its pod, so a PID's answer holds while the PID is alive; an entry is dropped as soon as
     the PID is no longer asked for (NVML stopped reporting it: the process ended), so a recycled PID is read afresh.
     Vanished processes and permission errors are counted and skipped, never raised: the tick goes on without them.
+    A PID whose cgroup names no pod keeps its cgroup path and command (``hosts``), for the report of GPU use from
+    outside Kubernetes; an unreadable ``comm`` leaves the command empty and is counted like the cgroup's failures.
     """
 
-    __slots__ = ("_root", "_read_text", "_cache", "_counters")
+    __slots__ = ("_root", "_read_text", "_cache", "_hosts", "_wanted", "_counters")
 
     def __init__(self, root: str = "/proc", *, read_text: Callable[[str], str] | None = None) -> None:
         """``read_text`` replaces the file read (default: open and read as UTF-8); tests use it to raise
@@ -27,6 +31,8 @@ class ProcReader:
         self._root = root.rstrip("/") or "/"
         self._read_text = read_text or _read_text
         self._cache: dict[int, PodProcess | None] = {}
+        self._hosts: dict[int, HostProcess] = {}  # cached PIDs whose cgroup names no pod
+        self._wanted: frozenset[int] = frozenset()
         self._counters = {"reads": 0, "cache_hits": 0, "vanished": 0, "denied": 0, "errors": 0}
 
     @property
@@ -43,6 +49,8 @@ class ProcReader:
             wanted.add(pid)
         for ended in self._cache.keys() - wanted:
             del self._cache[ended]
+            self._hosts.pop(ended, None)
+        self._wanted = frozenset(wanted)
         found: dict[int, PodProcess] = {}
         for pid in wanted:
             if pid in self._cache:
@@ -74,7 +82,25 @@ class ProcReader:
             return None
         entry = parse_cgroup(text)
         self._cache[pid] = entry
+        if entry is None:
+            self._hosts[pid] = HostProcess(cgroup=cgroup_path(text), command=self._read_comm(pid))
         return entry
+
+    @property
+    def hosts(self) -> Mapping[int, HostProcess]:
+        """PID → cgroup path and command of the last ``read``'s PIDs that run in no pod (their cgroup was read)."""
+        return {pid: host for pid, host in self._hosts.items() if pid in self._wanted}
+
+    def _read_comm(self, pid: int) -> str:
+        try:
+            return self._read_text(f"{self._root}/{pid}/comm").strip()
+        except (FileNotFoundError, ProcessLookupError):
+            self._counters["vanished"] += 1
+        except PermissionError:
+            self._counters["denied"] += 1
+        except OSError:
+            self._counters["errors"] += 1
+        return ""
 
 
 def _read_text(path: str) -> str:

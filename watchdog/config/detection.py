@@ -91,6 +91,13 @@ class InterferencePolicy(Section):
         le=1,
         description="GPU instance with several compute instances: DRAM bandwidth use that means contended.",
     )
+    pcie_saturation: float = Field(
+        0.75,
+        gt=0,
+        le=1,
+        description="MIG GPU's PCIe link: the busier direction's throughput over the link's encoded rate (current "
+        "generation × width) that means contended; transfers top out near 80 % of it (TLP overhead).",
+    )
     contention_reasons: int = Field(
         DEFAULT_CONTENTION_REASONS,
         ge=1,
@@ -216,6 +223,19 @@ class QuotaPolicy(Section):
 DEFAULT_EXEMPT_NAMESPACES = ("gpu-operator", "nvidia-gpu-operator", "kube-system")
 
 
+# Node agents that open every GPU by design, outside any pod when installed on the host: DCGM's host engine
+# (nv-hostengine; unit nvidia-dcgm.service), the persistence daemon (nvidia-persistenced, whose comm the kernel cuts to
+# 15 characters), the device plugin run as a host service, and nvidia-smi / dcgm-exporter on the host. Patterns are
+# fnmatch (shell globs), matched against the whole comm / cgroup path.
+DEFAULT_EXEMPT_COMMANDS: tuple[str, ...] = (
+    "nv-hostengine", "nvidia-persiste*", "nvidia-device-*", "nvidia-smi", "dcgm-exporter", "dcgmi",
+)
+DEFAULT_EXEMPT_CGROUPS: tuple[str, ...] = (
+    "*/nvidia-persistenced.service", "*/nvidia-dcgm.service", "*/dcgm.service", "*/nvidia-fabricmanager.service",
+    "*/nvidia-device-plugin*.service",
+)
+
+
 class UnauthorizedPolicy(Section):
     """A process on a device the kubelet never gave its pod."""
 
@@ -237,6 +257,21 @@ class UnauthorizedPolicy(Section):
     )
     stale_ticks: int = Field(
         60, ge=1, description="Drop a finding after this many ticks it could not be judged (GPU or kubelet missing)."
+    )
+    host_processes: bool = Field(
+        True, description="Report processes in no pod (docker run --gpus, host tools) on devices given to pods."
+    )
+    exempt_commands: tuple[str, ...] = Field(
+        DEFAULT_EXEMPT_COMMANDS,
+        description="fnmatch patterns of /proc/<pid>/comm (15 characters at most): node agents allowed on any device.",
+    )
+    exempt_cgroups: tuple[str, ...] = Field(
+        DEFAULT_EXEMPT_CGROUPS, description="fnmatch patterns of cgroup paths of node agents allowed on any device."
+    )
+    host_critical_ratio: float = Field(
+        0.25, gt=0, le=1,
+        description="A process in no pod taking this share of the device's memory or SM time is CRITICAL, else "
+        "WARNING (report only either way: there is no pod to evict).",
     )
 
     @model_validator(mode="after")

@@ -6,6 +6,10 @@ reason and the clock loss) and a tenant's own signal can show the victim's damag
 the culprit cannot be named loses a victim; naming one would be a guess. So detection reports it with culprit
 unknown: a warning of its own kind (``FindingKind.INTERFERENCE_CULPRIT_UNKNOWN``, report-only, never an eviction
 reason), whose evidence says which readings were missing and how to supply them.
+
+The PCIe link of a MIG GPU (detection/pcie.py) is the other such domain: its load is visible from the whole-GPU
+counters (nvmlDeviceGetPcieThroughput) and the link's generation and width, but a driver that gives GPM's PCIe
+rates for the whole GPU only (as DCGM samples them) leaves every instance's share unknown.
 """
 
 from __future__ import annotations
@@ -19,6 +23,11 @@ HOW_TO_SUPPLY = (
     "NVML has no GPM on this GPU: point signals.prometheus_url at a Prometheus that scrapes dcgm-exporter "
     "(DCGM_FI_PROF_SM_ACTIVE per GPU_I_ID) and enable signals.borrowed_activity"
 )
+MISSING_PCIE_USE = "per-instance PCIe throughput of the neighbours"
+HOW_TO_SUPPLY_PCIE = (
+    "this driver answers GPM PCIE_TX/RX_PER_SEC for the whole GPU only: a driver that answers them per GPU "
+    "instance (nvmlGpmMigSampleGet) lets the culprit be named; dcgm-exporter's DCGM_FI_PROF_PCIE_* are per GPU too"
+)
 
 
 @dataclass(slots=True)
@@ -31,9 +40,12 @@ class BlindEpisode:
 
 
 def blind_to_neighbours(domain: Domain, victim: str) -> bool:
-    """The domain's contention is visible but not one neighbour's use is known (power domain only: the shares
-    of a time-sliced GPU or a GPU instance are the use itself, so there nothing is visible without them)."""
-    if domain.kind is not DomainKind.POWER or domain.reasons is None or domain.clock_loss is None:
+    """The domain's contention is visible but not one neighbour's use is known (power and PCIe domains only: the
+    shares of a time-sliced GPU or a GPU instance are the use itself, so there nothing is visible without them)."""
+    if domain.kind is DomainKind.PCIE:
+        if domain.busy is None:
+            return False
+    elif domain.kind is not DomainKind.POWER or domain.reasons is None or domain.clock_loss is None:
         return False
     return all(use is None for key, use in domain.activity.items() if key != victim)
 
@@ -50,14 +62,18 @@ def culprit_unknown_finding(
     first = min((episode for _, episode, _ in victims), key=lambda e: e.first_tick)
     last_observed = max(episode.last_observed for _, episode, _ in victims)
     neighbours = sorted(key for key in domain.activity if key not in {k for k, _, _ in victims})
+    pcie = domain.kind is DomainKind.PCIE
+    missing = MISSING_PCIE_USE if pcie else MISSING_USE
     evidence: dict[str, float | int | str] = {
         "culprit": "unknown",
         "signal": victims[0][2],
         "victim": victims[0][0],
-        "missing": MISSING_USE,
+        "missing": missing,
         "missing_for": ",".join(neighbours),
-        "supply": HOW_TO_SUPPLY,
+        "supply": HOW_TO_SUPPLY_PCIE if pcie else HOW_TO_SUPPLY,
     }
+    if pcie and domain.busy is not None:
+        evidence["busy"] = round(domain.busy, 4)
     if domain.clock_loss is not None:
         evidence["clock_loss"] = round(domain.clock_loss, 4)
     if domain.reasons is not None:
@@ -76,8 +92,9 @@ def culprit_unknown_finding(
         tenant=None,  # the tenant of a finding is the one at fault; nobody is known to be
         evidence=evidence,
         message=(
-            f"{', '.join(r.key for r in victim_refs)} degraded on {domain.key} ({domain.resource}, clock loss "
-            f"{domain.clock_loss or 0:.0%}); culprit unknown: no {MISSING_USE}"
+            f"{', '.join(r.key for r in victim_refs)} degraded on {domain.key} ({domain.resource}, "
+            + (f"link {domain.busy or 0:.0%} full" if pcie else f"clock loss {domain.clock_loss or 0:.0%}")
+            + f"); culprit unknown: no {missing}"
         ),
         observed=last_observed == tick,
         gpu_uuid=domain.gpu.uuid,

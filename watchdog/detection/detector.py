@@ -17,6 +17,7 @@ from watchdog.detection.borrowed import with_borrowed
 from watchdog.detection.domains import devices_of, domains_of
 from watchdog.detection.interference import InterferenceDetector
 from watchdog.detection.memory import MemoryPressureDetector
+from watchdog.detection.pools import memory_pools
 from watchdog.detection.quota import QuotaDetector
 from watchdog.detection.unauthorized import UnauthorizedDetector
 from watchdog.detection.xid import XidDetector
@@ -82,11 +83,12 @@ class Detector:
             sample, borrowed = with_borrowed(sample, borrowed_activity)
         devices = devices_of(sample, attribution)
         domains = domains_of(devices)
+        pools = memory_pools(devices, attribution)  # a GI split into CIs is one memory pool
         when = {"tick": sample.tick, "timestamp": sample.timestamp}
         findings = [
             *self._interference.step(domains, attribution, external=external_signals or EMPTY, **when),
-            *self._memory.step(devices, attribution, **when),
-            *self._quota.step(devices, attribution, **when),
+            *self._memory.step(pools, attribution, **when),
+            *self._quota.step(devices, attribution, pools=pools, **when),
             *self._unauthorized.step(devices, attribution, **when),
             *self._xid.step(sample, devices, attribution),
         ]

@@ -3,7 +3,8 @@
 Pure (no I/O, no asyncio). Interference only exists between pods that share a resource, and which resource is
 shared depends on how the GPU is split: MIG isolates SMs, L2 and DRAM between GPU instances but not the board's
 power/thermal budget, clocks or PCIe (arXiv 2508.20274), so every GPU is one *power* domain for
-all its instances; a GPU not in MIG mode handed to several pods (time-slicing / MPS replicas) shares SMs and DRAM
+all its instances, and its PCIe link one *pcie* domain for them (judged where NVML gives the link's generation
+and width); a GPU not in MIG mode handed to several pods (time-slicing / MPS replicas) shares SMs and DRAM
 bandwidth between them (*timeslice*); a GPU instance holding several compute instances shares DRAM and L2 (*gi*).
 A pod belongs to a device when the kubelet assigned it (attribution.devices) or one of its processes runs there
 (attribution.processes): the latter is how an unauthorized user still counts as an antagonist.
@@ -12,6 +13,7 @@ A pod belongs to a device when the kubelet assigned it (attribution.devices) or 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from functools import lru_cache
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -29,6 +31,7 @@ class DomainKind(StrEnum):
     POWER = "power"
     TIMESLICE = "timeslice"
     GPU_INSTANCE = "gi"
+    PCIE = "pcie"
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +51,7 @@ class Device:
     pod_sm: Mapping[str, float] = field(default_factory=lambda: EMPTY)  # pod key → SM activity 0–1
     pod_dram: Mapping[str, float] = field(default_factory=lambda: EMPTY)  # pod key → memory-controller share 0–1
     unattributed_sm: float | None = None  # SM activity (0–1 of this device) of processes no known pod owns
+    compute_instances: tuple[str, ...] = ()  # a GI's memory pool (detection/pools.py): the UUIDs of its CI devices
 
     @property
     def profile(self) -> str | None:
@@ -83,6 +87,9 @@ class Domain:
     clock_loss: float | None = None  # power: 1 − sm_clock / max
     reasons: int | None = None  # power: nvmlClocksEventReason mask
     unattributed: float | None = None  # power: share of the GPU's compute driven by processes of no known pod
+    # The activity a pod's *victim signal* is judged on where it differs from the use the culprit search reads:
+    # pcie judges victims by their SM activity (starved input) and culprits by their share of the link.
+    victim_activity: Mapping[str, float | None] | None = None
 
 
 def _unique(refs: list[PodRef]) -> tuple[PodRef, ...]:
@@ -113,13 +120,15 @@ def _device(
     processes: tuple[ProcessSample, ...],
     users: tuple[PodUsage, ...],
     attribution: Attribution,
+    pooled: bool = False,
 ) -> Device:
     assigned = _unique(list(attribution.devices.get(uuid, ())))
     pods = _unique(list(assigned) + [user.ref for user in users if user.ref is not None])
     source = mig if mig is not None else gpu
     memory = {k: int(v) for k, v in _by_pod(users, "memory_bytes").items()}
-    if not memory and len(pods) == 1 and source.memory_used_bytes is not None:
-        memory = {pods[0].key: source.memory_used_bytes}  # exclusive device, no per-process numbers
+    if not memory and len(pods) == 1 and source.memory_used_bytes is not None and not pooled:
+        # Exclusive device, no per-process numbers. Not a CI of a split GI: its memory is the GI's (pools.py).
+        memory = {pods[0].key: source.memory_used_bytes}
     if mig is not None:
         # GPM gives SM activity per compute instance only: every pod on it gets the instance's number.
         sm = {ref.key: mig.sm_util for ref in pods} if mig.sm_util is not None else {}
@@ -159,9 +168,11 @@ def devices_of(sample: NodeSample, attribution: Attribution) -> list[Device]:
         if gpu.lost:
             continue
         if gpu.mig_enabled:
+            per_gi = Counter(mig.gpu_instance for mig in gpu.instances)
             for mig in gpu.instances:
                 devices.append(_device(uuid=mig.uuid, gpu=gpu, mig=mig, processes=mig.processes,
-                                       users=usage.get(mig.uuid, ()), attribution=attribution))
+                                       users=usage.get(mig.uuid, ()), attribution=attribution,
+                                       pooled=per_gi[mig.gpu_instance] > 1))
         else:
             devices.append(_device(uuid=gpu.uuid, gpu=gpu, mig=None, processes=gpu.processes,
                                    users=usage.get(gpu.uuid, ()), attribution=attribution))
@@ -179,6 +190,12 @@ def domains_of(devices: list[Device]) -> list[Domain]:
         power = _power_domain(gpu, members)
         if power is not None:
             domains.append(power)
+            if gpu.mig_enabled:
+                from watchdog.detection.pcie import pcie_domain  # it builds on this module's types
+
+                link = pcie_domain(gpu, members, pods=power.pods, sm_activity=power.activity)
+                if link is not None:
+                    domains.append(link)
         if not gpu.mig_enabled:
             device = members[0]
             if len(device.pods) >= 2:

@@ -14,6 +14,7 @@ from watchdog.detection.antagonist import Series
 from watchdog.detection.blind import BlindEpisode
 from watchdog.detection.domains import Domain
 from watchdog.detection.rings import Baseline, SlotRing, UseLevels
+from watchdog.detection.scheduler_model import SchedulerEvidence
 from watchdog.model import PodRef
 
 
@@ -55,6 +56,7 @@ class PodState:
     blind: BlindEpisode | None = None  # degraded while no neighbour's use was known (detection/blind.py)
     levels: UseLevels = field(default_factory=UseLevels)  # the domain's use on this pod's baseline ticks
     learned_tick: int | None = None  # last tick its baseline learned (uncontended, active)
+    levels_shared: bool = False  # its `levels` are its domain's, shared by every pod (the PCIe link's)
 
 
 @dataclass(slots=True)
@@ -68,6 +70,7 @@ class DomainState:
     busy: bool = False  # contended at its last tick
     pods: dict[str, PodState] = field(default_factory=dict)
     closed: dict[str, ClosedEpisode] = field(default_factory=dict)  # culprit key → its last ended episode
+    scheduler: SchedulerEvidence = field(default_factory=SchedulerEvidence)  # time-sliced: max-min or proportional
 
     @property
     def rings(self) -> tuple[SlotRing, ...]:

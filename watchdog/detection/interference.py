@@ -93,12 +93,18 @@ class InterferenceDetector:
         domain = state.domain
         state.load.set(UNATTRIBUTED, domain.unattributed)
         fair = fair_levels(domain)
+        # Below its fair level a pod can be starved only by a scheduler whose shares follow demand, and only while
+        # the GPU has no idle time left (detection/scheduler_model.py).
+        timesliced = domain.kind is DomainKind.TIMESLICE
+        squeezable = timesliced and state.scheduler.observe(domain, fair, policy=policy, tick=tick)
         overrides = self._policy.victim_signal_overrides
+        own_activity = domain.victim_activity
         for ref in domain.pods:
             key = ref.key
             activity = domain.activity.get(key)
+            own = activity if own_activity is None else own_activity.get(key)  # pcie: SM activity, not link use
             override = overrides.get(self._tenant_of(ref)) if overrides else None
-            signal = victim_signal(domain, activity, override=override, external=external.get(key))
+            signal = victim_signal(domain, own, override=override, external=external.get(key))
             pod = state.pods.get(key)
             if pod is None or pod.source != signal.source:
                 pod = state.pods[key] = PodState(Baseline(), signal.source)
@@ -107,13 +113,14 @@ class InterferenceDetector:
             state.load.set(key, None if activity is None else activity * domain.share.get(key, 1.0))
             # A tenant's own signal speaks for itself where the pod's use is unknown (an A100 MIG instance has no
             # GPM): it is the tenant's measure of the service it gets, not of the work it does.
-            active = (activity >= policy.victim_min_activity) if activity is not None else signal.source == "override"
+            active = (own >= policy.victim_min_activity) if own is not None else signal.source == "override"
             outlier = False
             if signal.value is not None:
                 pod.signal_tick = tick
                 state.signal.set(key, signal.value)
                 at_fair = pod.fair is not None and activity is not None
                 at_fair = at_fair and activity >= pod.fair - policy.fair_share_tolerance  # type: ignore[operator]
+                at_fair = at_fair or squeezable
                 outlier = self._judge(
                     pod, signal, domain=domain, busy=busy, active=active, at_fair_share=at_fair, tick=tick
                 )
@@ -131,12 +138,24 @@ class InterferenceDetector:
         use = dict(domain.activity)
         load = {k: None if a is None else a * domain.share.get(k, 1.0) for k, a in use.items()}
         load[UNATTRIBUTED] = domain.unattributed
+        shared = domain.kind is DomainKind.PCIE
+        if shared:
+            # Every pod of a link learns on the ticks the link is not full: one set of levels (the link's use then)
+            # serves them all, fed once a tick instead of once per pod (bench/bench_detection.py).
+            levels = next((pod.levels for pod in state.pods.values() if pod.levels_shared), learners[0][1].levels)
+            levels.update("use", use, alpha=alpha)
+            levels.update("load", load, alpha=alpha)
         for key, pod in learners:
-            pod.levels.update("use", use, alpha=alpha)
-            pod.levels.update("load", load, alpha=alpha)
+            if shared:
+                if not pod.levels_shared:
+                    pod.levels.share_levels(levels)
+                    pod.levels_shared = True
+            else:
+                pod.levels.update("use", use, alpha=alpha)
+                pod.levels.update("load", load, alpha=alpha)
             own = use.get(key)
             if own is not None:
-                pod.levels.update_comovement(own, {k: v for k, v in use.items() if k != key}, alpha=alpha)
+                pod.levels.update_comovement(own, use, alpha=alpha, skip=key)
 
     def _before(self, pod: PodState) -> Before:
         count = self._policy.interference.min_steady_ticks
@@ -183,7 +202,8 @@ class InterferenceDetector:
             return False
         if domain.kind is DomainKind.TIMESLICE and signal.source == "nvml" and not at_fair_share:
             # Below its fair level, max-min fairness (water-filling) has given the pod all it asked for: whatever
-            # its share lost, it was its own demand, not a neighbour. Only a pod held AT the level can be starved.
+            # its share lost, it was its own demand, not a neighbour. Only a pod held AT the level can be starved,
+            # unless the GPU's scheduler was seen to squeeze pods below it and has no idle time now (`squeezable`).
             return False
         pod.deviation = deviation
         pod.z_score = deviation / base.std if base.std > 0 else float("inf") if deviation > 0 else 0.0
@@ -307,7 +327,8 @@ class InterferenceDetector:
         # report-only unless the victim's tenant supplied its own signal (docs/detection.md, "Severity").
         overridden = any(pod.source == "override" for _, pod in victims)
         # The GPU-instance domain judges DRAM by an SM-activity proxy (GPM gives DRAM per GI only): report-only
-        # unless the tenant's own signal says it suffers. Power and time-slicing rest on direct NVML evidence.
+        # unless the tenant's own signal says it suffers. Power, time-slicing and the PCIe link (its load and
+        # every GI's share measured, the victim's idle SMs its damage) rest on direct NVML evidence.
         critical = domain.kind is not DomainKind.GPU_INSTANCE or overridden
         evidence: dict[str, float | int | str] = {
             "z_score": round(min(worst.z_score, 1e6), 3),
@@ -328,10 +349,14 @@ class InterferenceDetector:
             evidence["excluded_rise"] = round(episode.excluded_rise, 4)
         if worst.fair is not None:
             evidence["fair_share"] = round(worst.fair, 4)
+        if domain.kind is DomainKind.TIMESLICE:
+            evidence["scheduler"] = "proportional" if state.scheduler.proportional else "roundrobin"
         if domain.clock_loss is not None:
             evidence["clock_loss"] = round(domain.clock_loss, 4)
         if domain.busy is not None:
             evidence["busy"] = round(domain.busy, 4)
+        if domain.kind is DomainKind.PCIE and domain.gpu.pcie_link_bytes_per_second:
+            evidence["link_bytes_per_second"] = round(domain.gpu.pcie_link_bytes_per_second)
         if info is not None:
             evidence["culprit_priority"] = info.priority
         usage = {

@@ -139,10 +139,14 @@ class MemoryPressureDetector:
         culprit = grower if meaningful and _above_request(grower, usage, attribution) else order[0]
         victims = tuple(ref for ref in device.pods if ref.key != culprit.key)
         kind = "mig" if device.mig is not None else "timeslice"
+        where = {}
+        if device.compute_instances:  # a split GI's pool (pools.py): judged once, its CIs named
+            kind = "gi"
+            where = {"compute_instances": ",".join(device.compute_instances)}
         return Finding(
             kind=FindingKind.MEMORY_PRESSURE,
-            key=f"memory_pressure/{kind}/{device.uuid}",
-            domain=f"{kind}/{device.uuid}",
+            key=f"memory_pressure/{kind}/{device.uuid.removeprefix('gi/')}",
+            domain=device.uuid if device.compute_instances else f"{kind}/{device.uuid}",
             resource="memory",
             severity=Severity.CRITICAL,
             first_tick=run.first_tick,
@@ -160,13 +164,14 @@ class MemoryPressureDetector:
                 "window": policy.growth_window,
                 "relief_order": ",".join(ref.key for ref in order),
                 "ticks": run.ticks,
+                **where,
             },
             usage=usage,
             needed=float(needed),
             message=f"{device.uuid}: {free / 2**20:.0f} MiB free of {total / 2**20:.0f} MiB; {culprit.key} "
             + ("grew most" if culprit.key == grower.key and meaningful else "ranks first for relief"),
             gpu_uuid=device.gpu.uuid,
-            mig_uuid=device.uuid if device.mig is not None else "",
+            mig_uuid=device.uuid if device.mig is not None and not device.compute_instances else "",
         )
 
     def _growth(self, state: _DeviceState, pod: str, *, tick: int) -> float:

@@ -18,6 +18,7 @@ from typing import Callable
 
 from watchdog.config.detection import DetectionPolicy
 from watchdog.detection.domains import Device
+from watchdog.detection.pools import memory_pools
 from watchdog.detection.runs import Run, Runs
 from watchdog.model import Attribution, Finding, FindingKind, PodRef, Severity
 
@@ -45,7 +46,9 @@ class QuotaDetector:
         self._policy = policy
         self._drop_unconfigured()
 
-    def step(self, devices: list[Device], attribution: Attribution, *, tick: int, timestamp: float) -> list[Finding]:
+    def step(self, devices: list[Device], attribution: Attribution, *, tick: int, timestamp: float,
+             pools: list[Device] | None = None) -> list[Finding]:
+        """``pools``: the devices with each split GI merged (pools.memory_pools); computed here when not given."""
         policy = self._policy.quota
         if not policy.enabled:
             self._runs, self._open, self._limits = Runs(), {}, {}
@@ -53,11 +56,12 @@ class QuotaDetector:
         self._tick, self._timestamp = tick, timestamp
         self._refs = {ref.key: ref for device in devices for ref in device.pods}
         self._drop_unconfigured()
-        self._memory(devices, attribution)
+        pools = memory_pools(devices, attribution) if pools is None else pools
+        self._memory(pools, attribution, present={device.uuid for device in devices})
         self._dram(devices)
         if attribution.healthy:  # instance counts come from the kubelet's assignments: only trust a fresh list
             self._instances(devices, attribution)
-        self._warnings(devices)
+        self._warnings(pools)
         findings = []
         for key, entry in list(self._open.items()):
             if tick - entry.last_observed > policy.stale_ticks:
@@ -95,10 +99,10 @@ class QuotaDetector:
 
     # ------------------------------------------------------------------------------------------- the checks
 
-    def _memory(self, devices: list[Device], attribution: Attribution) -> None:
+    def _memory(self, devices: list[Device], attribution: Attribution, *, present: set[str]) -> None:
+        """``devices`` with split GIs pooled, so a pod's bytes count once; ``present``: every device UUID sampled."""
         usage: dict[str, dict[str, float]] = {}
         incomplete: set[str] = set()  # a pod's bytes unreadable: a sum over the limit is still a breach
-        present = {device.uuid for device in devices}
         # A device the kubelet assigned but the sample lacks (its GPU lost or absent this tick): the tenant's sum
         # is unknown in both directions, so its run neither starts, advances nor ends.
         unseen = {
@@ -187,18 +191,22 @@ class QuotaDetector:
             if device.mig is None or not device.memory_total or device.memory_used is None:
                 continue
             used = device.memory_used / device.memory_total
-            key = f"mig-memory/{device.uuid}"
+            key = f"mig-memory/{device.uuid}"  # a split GI: once for its pool (gi/<gpu>/<gi>), never per CI
             run = self._check(key, used > ratio, limit=("", "mig-memory", ""))
             if run is not None:
                 usage = {k: float(v) for k, v in device.pod_memory.items()}
                 top = max(device.pods, key=lambda ref: usage.get(ref.key, 0.0), default=None)
+                pool = bool(device.compute_instances)
+                extra = {"compute_instances": ",".join(device.compute_instances)} if pool else {}
                 self._open_breach(key, self._finding(
-                    run, kind=FindingKind.MIG_MEMORY_WARNING, key=key, domain=f"mig/{device.uuid}", resource="memory",
-                    gpu_uuid=device.gpu.uuid, mig_uuid=device.uuid,
+                    run, kind=FindingKind.MIG_MEMORY_WARNING, key=key,
+                    domain=device.uuid if pool else f"mig/{device.uuid}", resource="memory",
+                    gpu_uuid=device.gpu.uuid, mig_uuid="" if pool else device.uuid,
                     tenant=self._tenant_of(top) if top else None, usage=usage, culprit=top,
                     needed=device.memory_used - ratio * device.memory_total, severity=Severity.WARNING,
-                    evidence={"usage": round(used, 4), "limit": ratio, "profile": device.profile or ""},
-                    message=f"{device.profile} instance {device.uuid} is {used:.0%} full",
+                    evidence={"usage": round(used, 4), "limit": ratio, "profile": device.profile or "", **extra},
+                    message=f"{device.profile} {'GPU instance' if pool else 'instance'} {device.uuid} is "
+                            f"{used:.0%} full",
                 ))
 
     # -------------------------------------------------------------------------------------------- plumbing

@@ -143,38 +143,64 @@ class UseLevels:
     __slots__ = ("_levels", "_joint")
 
     def __init__(self) -> None:
-        self._levels: dict[tuple[str, str], Baseline] = {}
+        self._levels: dict[str, dict[str, Baseline]] = {}  # what → member → level
         self._joint: dict[str, list[float]] = {}  # member → [count, mean own, mean its, var own, var its, cov]
 
     def update(self, what: str, values: Mapping[str, float | None], *, alpha: float) -> None:
+        series = self._levels.get(what)
+        if series is None:
+            series = self._levels[what] = {}
+        keep = 1.0 - alpha
+        isfinite = math.isfinite
         for member, value in values.items():
-            if value is None or not math.isfinite(value):
+            if value is None or not isfinite(value):
                 continue
-            level = self._levels.get((what, member))
+            level = series.get(member)
             if level is None:
-                level = self._levels[(what, member)] = Baseline()
-            level.update(value, alpha=alpha)
+                level = series[member] = Baseline()
+            # Baseline.update inlined: this runs for every neighbour of every learning pod on every tick.
+            if level.count == 0:
+                level.mean, level.var = value, 0.0
+            else:
+                delta = value - level.mean
+                level.mean += alpha * delta
+                level.var = keep * (level.var + alpha * delta * delta)
+            level.count += 1
 
-    def update_comovement(self, own: float, others: Mapping[str, float | None], *, alpha: float) -> None:
+    def update_comovement(
+        self, own: float, others: Mapping[str, float | None], *, alpha: float, skip: str | None = None
+    ) -> None:
+        """``others``: every member's use; ``skip``: the victim's own key among them."""
+        keep = 1.0 - alpha
+        isfinite = math.isfinite
+        joints = self._joint
         for member, value in others.items():
-            if value is None or not math.isfinite(value):
+            if value is None or member == skip or not isfinite(value):
                 continue
-            joint = self._joint.get(member)
+            joint = joints.get(member)
             if joint is None:
-                self._joint[member] = [1.0, own, value, 0.0, 0.0, 0.0]
+                joints[member] = [1.0, own, value, 0.0, 0.0, 0.0]
                 continue
             # West's incremental EWMA (co)variances, deltas against the old means (as Baseline.update).
-            dx, dy = own - joint[1], value - joint[2]
-            joint[0] += 1
-            joint[1] += alpha * dx
-            joint[2] += alpha * dy
-            joint[3] = (1.0 - alpha) * (joint[3] + alpha * dx * dx)
-            joint[4] = (1.0 - alpha) * (joint[4] + alpha * dy * dy)
-            joint[5] = (1.0 - alpha) * (joint[5] + alpha * dx * dy)
+            count, mean_own, mean_its, var_own, var_its, cov = joint
+            dx, dy = own - mean_own, value - mean_its
+            joint[:] = (
+                count + 1,
+                mean_own + alpha * dx,
+                mean_its + alpha * dy,
+                keep * (var_own + alpha * dx * dx),
+                keep * (var_its + alpha * dy * dy),
+                keep * (cov + alpha * dx * dy),
+            )
+
+    def share_levels(self, other: UseLevels) -> None:
+        """Read and feed ``other``'s levels from now on (not its comovement): for a domain whose use while a victim
+        was fine is one thing for every victim, the link's use while it was not full (detection/pcie.py)."""
+        self._levels = other._levels
 
     def known(self, what: str, *, min_count: int) -> dict[str, float]:
         """Members of one series seen on at least `min_count` of the victim's baseline ticks, with their level."""
-        return {m: b.mean for (w, m), b in self._levels.items() if w == what and b.count >= min_count}
+        return {m: b.mean for m, b in self._levels.get(what, {}).items() if b.count >= min_count}
 
     def comovement(self, *, min_count: int) -> dict[str, float]:
         """Per neighbour seen on at least `min_count` baseline ticks: the EWMA correlation of its use with the
@@ -187,6 +213,6 @@ class UseLevels:
         return result
 
     def forget(self, member: str) -> None:
-        for key in [k for k in self._levels if k[1] == member]:
-            del self._levels[key]
+        for series in self._levels.values():
+            series.pop(member, None)
         self._joint.pop(member, None)

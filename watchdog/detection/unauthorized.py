@@ -9,7 +9,8 @@ timer and a just-started pod is legitimately absent from the last list. Two more
 pod that is no longer live (deletionTimestamp set, or Succeeded/Failed), whose assignment the kubelet has already
 released while its process is still exiting, and the pods the policy exempts (the NVIDIA GPU operator's validators
 run with NVIDIA_VISIBLE_DEVICES=all by design). A finding that cannot be re-judged (kubelet unreadable, GPU missing)
-stays open unobserved (`observed=False`) for at most `stale_ticks`.
+stays open unobserved (`observed=False`) for at most `stale_ticks`. Processes in no pod at all are judged by
+``host_processes.HostProcessDetector``, which this detector runs alongside its own rule.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Callable
 
 from watchdog.config.detection import DetectionPolicy
 from watchdog.detection.domains import Device
+from watchdog.detection.host_processes import HostProcessDetector
 from watchdog.detection.runs import Runs
 from watchdog.config.detection import UnauthorizedPolicy
 from watchdog.model import Attribution, Finding, FindingKind, PodInfo, PodRef, Severity
@@ -39,11 +41,20 @@ class UnauthorizedDetector:
         self._tenant_of = tenant_of
         self._runs = Runs()
         self._open: dict[str, Finding] = {}
+        self._hosts = HostProcessDetector(policy)
 
     def set_policy(self, policy: DetectionPolicy) -> None:
         self._policy = policy
+        self._hosts.set_policy(policy)
 
     def step(
+        self, devices: list[Device], attribution: Attribution, *, tick: int, timestamp: float
+    ) -> list[Finding]:
+        """Pods on devices they were not given, then processes in no pod (``HostProcessDetector``)."""
+        hosts = self._hosts.step(devices, attribution, tick=tick, timestamp=timestamp)
+        return [*self._step_pods(devices, attribution, tick=tick, timestamp=timestamp), *hosts]
+
+    def _step_pods(
         self, devices: list[Device], attribution: Attribution, *, tick: int, timestamp: float
     ) -> list[Finding]:
         policy = self._policy.unauthorized

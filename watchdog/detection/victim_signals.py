@@ -11,12 +11,16 @@ Pure (no I/O). Every signal is oriented so that *higher is worse* and is 0–1 f
 * gi (GPU instance with several compute instances): ``1 − SM activity`` of the pod's compute instance (GPM is
   per CI for SM, per GI for DRAM, as DCGM's DcgmGpmManager samples it). Contended while the GI's DRAM bandwidth
   is saturated.
+* pcie (a MIG GPU's link): ``1 − SM activity`` of the pod's instance, read from ``Domain.victim_activity``: an
+  input pipeline starved of host data leaves its SMs idle. Contended while the busier direction nears the link's
+  capacity (detection/pcie.py).
 
 A share-based signal cannot tell "the neighbour took it" from "I asked for less": a work-conserving scheduler
 hands the time a pod stops asking for to whoever does, so the GPU stays saturated either way. What it can tell is
 whether the pod was held at its *fair level*: max-min fairness (water-filling) gives every pod min(demand, level),
 so a pod below the level got all it asked for and is not starved, whatever its history (`fair_levels`); only a pod
-held at the level can have demand a neighbour took. The GPU-instance domain judges DRAM by an SM-activity proxy, so
+held at the level can have demand a neighbour took — unless the GPU's scheduler follows demand (MPS), which the
+detector learns where contention begins (`scheduler_model`). The GPU-instance domain judges DRAM by an SM-activity proxy, so
 its findings are warnings unless the tenant's own signal says it suffers.
 
 A tenant may replace the signal with its own (e.g. p99 latency from PromQL); the service evaluates the query and
@@ -50,6 +54,8 @@ def contended(domain: Domain, policy: InterferencePolicy) -> bool | None:
         return bool(domain.reasons & policy.contention_reasons)
     if domain.busy is None:
         return None
+    if domain.kind is DomainKind.PCIE:
+        return domain.busy >= policy.pcie_saturation
     limit = policy.saturation if domain.kind is DomainKind.TIMESLICE else policy.dram_saturation
     return domain.busy >= limit
 
@@ -90,8 +96,8 @@ def fair_levels(domain: Domain) -> dict[str, float]:
     what they get, and the pod itself asks for everything: the level it would then reach is its fair share. Pods
     whose use is unknown are left out; the power domain has no shares to be fair about and gets nothing.
     """
-    if domain.kind is DomainKind.POWER:
-        return {}
+    if domain.kind is DomainKind.POWER or domain.kind is DomainKind.PCIE:
+        return {}  # no shares to be fair about: power is the board's, and any instance may use the whole link
     uses: dict[str, tuple[float, float]] = {}  # pod key → (use in capacity units, weight)
     for key, activity in domain.activity.items():
         weight = domain.share.get(key, 0.0)

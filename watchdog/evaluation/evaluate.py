@@ -39,6 +39,7 @@ def hysteresis_ticks(detection: DetectionPolicy) -> dict[str, int]:
         "unauthorized": detection.unauthorized.for_ticks - 1,
         "xid": 0,
         "culprit_unknown": detection.interference.flags_needed - 1,
+        "unauthorized_host": detection.unauthorized.for_ticks - 1,
     }
 
 
@@ -184,14 +185,14 @@ def _cell(value: float | None, fmt: str = "{:.2f}") -> str:
 
 def format_table(evaluation: Evaluation) -> str:
     """The per-kind table, then per-scenario problems (false positives, misses, overhang, flapping, evictions)."""
-    header = f"{'kind':<16}{'findings':>9}{'truths':>7}{'precision':>10}{'recall':>7}{'rec.ticks':>10}{'rec.t.min':>10}"
+    header = f"{'kind':<18}{'findings':>9}{'truths':>7}{'precision':>10}{'recall':>7}{'rec.ticks':>10}{'rec.t.min':>10}"
     header += f"{'lat.med':>8}{'lat.max':>8}{'hyst.':>6}{'med-hyst':>9}"
     header += f"{'prec.ticks':>11}{'ovh.med':>8}{'ovh.max':>8}{'dup.':>5}"
     lines = [header, "-" * len(header)]
     for kind in KINDS:
         k = evaluation.kinds[kind]
         lines.append(
-            f"{kind:<16}{k.findings:>9}{k.truths:>7}{_cell(k.precision):>10}{_cell(k.recall):>7}"
+            f"{kind:<18}{k.findings:>9}{k.truths:>7}{_cell(k.precision):>10}{_cell(k.recall):>7}"
             f"{_cell(k.recall_ticks_median):>10}{_cell(k.recall_ticks_min):>10}"
             f"{_cell(k.latency_median, '{:g}'):>8}{_cell(k.latency_max, '{:d}'):>8}{k.hysteresis:>6}"
             f"{_cell(k.latency_median_after_hysteresis, '{:g}'):>9}"

@@ -32,10 +32,11 @@ from watchdog.evaluation.truth import Truth
 # "memory_warning" is the row (and truth label) of the report-only MIG-fill WARNING, finding kind
 # "mig_memory_warning"; "culprit_unknown" that of the report-only "interference_culprit_unknown" (see scored_kind).
 KINDS = ("interference", "memory_pressure", "quota", "memory_warning", "unauthorized", "xid",
-         "culprit_unknown")
+         "culprit_unknown", "unauthorized_host")
 TICK_SCORED_KINDS = frozenset(KINDS) - {"xid"}  # an Xid is an instant: how long its finding stays is report policy
 ROWS = {"mig_memory_warning": "memory_warning", "interference_culprit_unknown": "culprit_unknown"}  # kind → row
-REPORT_ONLY_KINDS = frozenset({"memory_warning", "culprit_unknown"})  # tick recall counts any observed tick of these
+# tick recall counts any observed tick of these
+REPORT_ONLY_KINDS = frozenset({"memory_warning", "culprit_unknown", "unauthorized_host"})
 
 EpisodeTicks = Mapping[tuple[str, int], Mapping[int, bool]]  # (key, first_tick) → {observed tick: critical}
 
@@ -100,6 +101,10 @@ def matches(
         return culprit == entry.pod
     if kind == "unauthorized":
         return culprit == entry.pod
+    if kind == "unauthorized_host":  # no pod: the process is known by its command (and the device's owners)
+        evidence = finding.get("evidence", {})
+        owners_ok = not entry.victims or bool(victims & set(entry.victims))
+        return culprit is None and evidence.get("command") == entry.command and owners_ok
     if kind == "xid":
         return _xid_matches(finding, entry, gpu_uuids=gpu_uuids or {})
     raise ValueError(f"unknown finding kind {kind!r}")
@@ -225,7 +230,8 @@ def coverage(
     for finding in hits:
         ticks = episode_ticks.get((finding["key"], finding["first_tick"]), {})
         covered.update(t for t, critical in ticks.items()
-                       if entry.onset <= t <= last and (critical or kind in REPORT_ONLY_KINDS))
+                       if entry.onset <= t <= last
+                       and (critical or kind in REPORT_ONLY_KINDS or getattr(entry, "report_only", False)))
     return len(covered) / (last - entry.onset + 1)
 
 

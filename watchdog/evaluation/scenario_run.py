@@ -22,12 +22,12 @@ from watchdog.attribution.join import attribute, resolve_claim_devices, unassign
 from watchdog.config import Policy
 from watchdog.evaluation.stages import OfflineAgent, StepResult
 from watchdog.model import (NOT_ATTRIBUTABLE, Attribution, ClaimDevice, ClaimRef, ContainerInfo, DeviceAssignment,
-                            InstanceActivity, NodeSample, PodIndex, PodInfo, XidEvent)
+                            HostProcess, InstanceActivity, NodeSample, PodIndex, PodInfo, XidEvent)
 from watchdog.sampling.sampler import NvmlSampler
 from watchdog.testbed import Scenario, SimClock, SimulatedGpuNode, load_scenario
 from watchdog.testbed.cluster.dra import SliceLag, claim_uses, dra_devices, slice_index
 from watchdog.testbed.monitoring import LatencySignals, dcgm_activity
-from watchdog.testbed.scenario import PodSpec, stable_digest
+from watchdog.testbed.scenario import PodSpec, mig_device_profiles, stable_digest
 
 # nvml.h: nvmlEventTypeXidCriticalError | DoubleBitEcc | SingleBitEcc, as the device plugin registers them.
 _EVENT_MASK = 0x8 | 0x2 | 0x1
@@ -69,9 +69,10 @@ def _requested_resources(pod: PodSpec, scenario: Scenario) -> tuple[str, ...]:
     # The device plugin's resource names: nvidia.com/gpu, or nvidia.com/mig-<profile> under the mixed strategy.
     if pod.device is None or pod.claim is not None:  # a DRA pod asks through its claim, not a resource
         return ()
-    profiles = scenario.gpus[pod.device.gpu].mig
-    if profiles is None or pod.device.instance is None:
+    layout = scenario.gpus[pod.device.gpu].mig
+    if layout is None or pod.device.instance is None:
         return ("nvidia.com/gpu",)
+    profiles = mig_device_profiles(scenario.gpus[pod.device.gpu].model, layout)  # every CI of a split GI
     if pod.device.instance >= len(profiles):  # an instance a later reconfiguration creates
         return ()
     return (f"nvidia.com/mig-{profiles[pod.device.instance]}",)
@@ -187,14 +188,17 @@ def simulate_observed(scenario: Scenario | str, *, tenant_label: str | None = No
             if running.keys() != index.pods.keys():
                 index = PodIndex(running, tenant_label=tenant_label)
             by_uid = {pod.uid: pod for pod in scenario.pods}
-            proc = {row.pid: (row.pod_uid, container_id(by_uid[row.pod_uid])) for row in node.processes()}
+            rows = node.processes()
+            proc = {row.pid: (row.pod_uid, container_id(by_uid[row.pod_uid])) for row in rows if not row.cgroup}
+            hosts = {row.pid: HostProcess(cgroup=row.cgroup, command=row.command) for row in rows if row.cgroup}
             pending: set[str] = set()
             if lag is None:
                 assignments: tuple[DeviceAssignment, ...] | list[DeviceAssignment] = _assignments(node)
             else:
                 assignments, pending = _claimed_assignments(scenario, node, lag, sample)
             attribution = attribute(sample, assignments=assignments, index=index,
-                                    proc=proc, kubelet_ok=True, api_ok=True)
+                                    proc=proc, api_ok=True, hosts=hosts,
+                                    kubelet_ok=not any(o.covers(tick) for o in scenario.kubelet_outages))
             if pending:
                 held = {pid for pid, (_, key) in unassigned_processes(sample, attribution).items() if key in pending}
                 kept = {pid: ref for pid, ref in attribution.processes.items() if pid not in held}

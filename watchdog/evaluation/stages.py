@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from typing import Mapping
 
 from watchdog.action import Pacer, effective_policy, plan, would_be
+from watchdog.attribution.join import with_claims
 from watchdog.config import Policy
 from watchdog.detection import Detector
 from watchdog.model import Attribution, Decision, Finding, InstanceActivity, NodeSample
@@ -62,6 +63,7 @@ class OfflineAgent:
         attribution = attribution.with_tenant_label(self.action_policy.tenant_label)
         findings = tuple(self._detector.step(sample, attribution, external_signals=external_signals,
                                              borrowed_activity=borrowed_activity))
+        findings = with_claims(findings, attribution)  # as the live cycle does (service.cycle): the DRA claim
         paced = plan(findings, attribution, self.action_policy, now, pacer=self._pacer)
         final: list[Decision] = []
         sent: set[str] = set()

@@ -33,6 +33,8 @@ class InterferenceTruth(Window):
     victim: str | None = Field(None, pattern=POD_KEY_PATTERN, description="The hurt pod 'ns/name' …")
     victims: tuple[str, ...] = Field((), description="… or several; a finding must name at least one of them.")
     culprit: str = Field(..., pattern=POD_KEY_PATTERN, description="The antagonist 'ns/name'.")
+    report_only: bool = Field(False, description="Expected as a report-only WARNING (a gi or pcie domain judged "
+                              "by a proxy, without the tenant's override): tick recall counts its observed ticks.")
 
     @property
     def all_victims(self) -> frozenset[str]:
@@ -78,6 +80,14 @@ class UnauthorizedTruth(Window):
     pod: str = Field(..., pattern=POD_KEY_PATTERN, description="The pod using a device it was not given.")
 
 
+class UnauthorizedHostTruth(Window):
+    """A process in no pod on a device given to pods (scenario ``host_processes``): the report-only finding kind
+    ``unauthorized_host``, matched by the process's command and, when listed, the pods the device was given to."""
+
+    command: str = Field(..., min_length=1, max_length=15, description="The process's /proc/<pid>/comm.")
+    victims: tuple[str, ...] = Field((), description="Pods the device was given to ('ns/name'); any one matches.")
+
+
 class MemoryWarningTruth(Window):
     """A MIG instance filled past ``quota.memory_warning_ratio``: the report-only WARNING the quota detector raises
     (finding kind ``mig_memory_warning``, key ``mig-memory/<uuid>``). It is about one instance's fill, not a
@@ -120,6 +130,7 @@ class Truth(_Label):
     xid: tuple[XidTruth, ...] = ()
     memory_warning: tuple[MemoryWarningTruth, ...] = ()
     culprit_unknown: tuple[CulpritUnknownTruth, ...] = ()
+    unauthorized_host: tuple[UnauthorizedHostTruth, ...] = ()
     slack_ticks: int = Field(10, ge=0, description="A finding may still overlap this many ticks after an offset.")
     expect_evictions: tuple[str, ...] | None = Field(
         None, description="Exactly the pods enforce mode must evict ('ns/name'); None = not checked."

@@ -9,7 +9,9 @@ namespace all apply, so their hard limits are merged, the tightest winning. Each
 tenant's current use as its limit, so applying it changes nothing for running work and stops growth.
 LimitRanges: only ``max`` is required. A LimitRange ``default`` for an extended resource is applied to every
 container that sets no limit for it (plugin/pkg/admission/limitranger), CPU-only sidecars included, so a GPU default
-is warned rather than asked for. Pure: no I/O.
+is warned rather than asked for. GPUs allocated through Dynamic Resource Allocation are capped per device class
+(``<class>.deviceclass.resource.k8s.io/devices``, counted over the namespace's ResourceClaims: isolation.claims) and
+checked in the same row. Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 from collections import defaultdict
 from decimal import Decimal
 
+from watchdog.isolation.claims import claimed_gpu_devices, quota_key
 from watchdog.isolation.inventory import Inventory, Tenant, meta
 from watchdog.isolation.quantity import QuantityError, format_quantity, parse_quantity
 from watchdog.isolation.results import ERROR, FAIL, PASS, WARN, CheckResult
@@ -44,11 +47,13 @@ def _quota(*, namespace: str, name: str, hard: dict[str, Decimal]) -> dict:
 
 
 def check_gpu_quota(inventory: Inventory, tenant: Tenant) -> list[CheckResult]:
-    unread = inventory.unread("resourcequotas", tenant) or inventory.unread("pods", tenant)
+    unread = (inventory.unread("resourcequotas", tenant) or inventory.unread("pods", tenant)
+              or inventory.unread("resourceclaims", tenant))
     if unread:
         return [CheckResult(tenant.name, "gpu-quota", ERROR, unread)]
     results = []
     for namespace in tenant.namespaces:
+        claimed = claimed_gpu_devices(inventory.cluster.of("resourceclaims", namespace))
         used: dict[str, Decimal] = defaultdict(Decimal)
         for pod in inventory.gpu_pods(tenant.name):
             if meta(pod.pod).get("namespace") == namespace:
@@ -64,17 +69,28 @@ def check_gpu_quota(inventory: Inventory, tenant: Tenant) -> list[CheckResult]:
                 uncapped[f"requests.{name}"] = amount
                 if f"limits.{name}" in hard:
                     limits_only.append(name)
-        lines = [p for p in problems if "nvidia.com/" in p]
-        if not used:
+        unclaimed_cap: dict[str, Decimal] = {}  # DRA: device-class quota key -> devices the claims request
+        for device_class, amount in sorted(claimed.by_class.items()):
+            cap = hard.get(quota_key(device_class))
+            if cap is not None:
+                capped.append(f"{device_class} devices {format_quantity(amount)} claimed of {format_quantity(cap)}")
+            else:
+                unclaimed_cap[quota_key(device_class)] = amount
+        lines = [p for p in problems if "nvidia.com" in p] + list(claimed.problems)
+        lines += [f"{namespace}: a ResourceClaim takes every {c} device it matches (allocationMode All): its count "
+                  "is not known before allocation" for c in sorted(claimed.uncounted)]
+        if not used and not claimed.by_class:
             result, lines = PASS, [*lines, f"{namespace}: no pod requests a GPU resource"]
-        elif uncapped:
-            result = FAIL if len(limits_only) < len(uncapped) else WARN
+        elif uncapped or unclaimed_cap:
+            result = FAIL if len(limits_only) < len(uncapped) or unclaimed_cap else WARN
             lines += [f"{namespace}: not capped: " + ", ".join(
-                f"{k.removeprefix('requests.')} ({format_quantity(v)} requested)" for k, v in uncapped.items())]
+                [f"{k.removeprefix('requests.')} ({format_quantity(v)} requested)" for k, v in uncapped.items()]
+                + [f"{k} ({format_quantity(v)} claimed)" for k, v in unclaimed_cap.items()])]
             lines += [f"{namespace}: limits.{n} is not enforced for an extended resource; cap requests.{n}"
                       for n in limits_only]
         else:
             result, lines = (WARN if lines else PASS), [*lines, f"{namespace}: " + "; ".join(capped)]
+        uncapped.update(unclaimed_cap)
         fix = _quota(namespace=namespace, name="gpu-watchdog-gpu-quota", hard=uncapped) if uncapped else None
         results.append(CheckResult(tenant.name, "gpu-quota", result, "; ".join(lines), fix))
     return results

@@ -4,6 +4,8 @@ Namespaced kinds are listed per selected namespace rather than cluster-wide, so 
 namespaces can still audit those, and a namespace it may not read becomes one error line in the report (403 names
 the namespace) instead of ending the run. Only ``get``/``list`` are used (deploy/rbac.yaml grants exactly these).
 An unreachable API server stops the run after the first failure rather than timing out once per request.
+ResourceClaims (resource.k8s.io/v1) are served from Kubernetes 1.34: a 404 on their collection means the cluster has
+no Dynamic Resource Allocation, hence no claims, not a read failure, and they are not asked for again.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from watchdog.kube.client import KubeApi
-from watchdog.kube.errors import KubeError, KubeUnavailable
+from watchdog.kube.errors import KubeError, KubeNotFound, KubeUnavailable
 from watchdog.model.cluster import CLUSTER_KINDS, NAMESPACED_KINDS, ClusterObjects, ReadError
 
 # Where each kind is listed (the core group, networking.k8s.io/v1, storage.k8s.io/v1, scheduling.k8s.io/v1).
@@ -23,7 +25,9 @@ _PATHS = {
     "limitranges": "/api/v1/namespaces/{ns}/limitranges",
     "persistentvolumeclaims": "/api/v1/namespaces/{ns}/persistentvolumeclaims",
     "networkpolicies": "/apis/networking.k8s.io/v1/namespaces/{ns}/networkpolicies",
+    "resourceclaims": "/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims",
 }
+_OPTIONAL = frozenset({"resourceclaims"})  # kinds a cluster may not serve at all (404: none exist)
 
 
 async def _list(api: KubeApi, path: str, *, label_selector: str = "") -> list[dict[str, Any]]:
@@ -48,12 +52,18 @@ async def read_cluster(api: KubeApi, *, namespace_selector: str = "") -> Cluster
                 return read
     for kind in NAMESPACED_KINDS:
         read.objects[kind] = []
+    not_served: set[str] = set()
     for namespace in read.objects["namespaces"]:
         name = (namespace.get("metadata") or {}).get("name", "")
         for kind in NAMESPACED_KINDS:
+            if kind in not_served:
+                continue
             try:
                 read.objects[kind].extend(await _list(api, _PATHS[kind].format(ns=name)))
             except KubeError as error:
+                if isinstance(error, KubeNotFound) and kind in _OPTIONAL:
+                    not_served.add(kind)
+                    continue
                 read.errors.append(ReadError(kind, name, error.message))
                 if isinstance(error, KubeUnavailable):
                     return read

@@ -70,6 +70,8 @@ PERMISSIONS: tuple[Permission, ...] = tuple([
     *_rows("controller", "cluster", "networking.k8s.io", "networkpolicies", "list", "the tenant isolation audit"),
     *_rows("controller", "cluster", "storage.k8s.io", "storageclasses", "list", "the tenant isolation audit"),
     *_rows("controller", "cluster", "scheduling.k8s.io", "priorityclasses", "list", "the tenant isolation audit"),
+    *_rows("controller", "cluster", "resource.k8s.io", "resourceclaims", "list",
+           "the tenant isolation audit (GPU device-class quotas of DRA tenants)"),
     *_rows("controller", "controller-namespace", "", "configmaps", "get update", "its handled-firings record",
            (HANDLED_FIRINGS,)),
     # The tenant isolation audit the leader runs (controller/isolation_audit.py, kube/cluster_read.py): read only.

@@ -15,8 +15,8 @@ from watchdog.model.actions import (ActionOutcome, ActionRecord, ActionReport, D
 from watchdog.model.claims import ClaimDevice, ClaimRef, ResourceSliceInfo, SliceDevice, SliceKey
 from watchdog.model.findings import (REPORT_ONLY_KINDS, Change, Finding, FindingChange, FindingKind, Severity,
                                      finding_changes, material)
-from watchdog.model.pods import (MIRROR_ANNOTATION, Attribution, ContainerInfo, DeviceAssignment, PodIndex, PodInfo,
-                                 PodRef)
+from watchdog.model.pods import (MIRROR_ANNOTATION, Attribution, ContainerInfo, DeviceAssignment, HostProcess, PodIndex,
+                                 PodInfo, PodRef)
 from watchdog.model.samples import EMPTY, NOT_ATTRIBUTABLE, GpuSample, MigSample, NodeSample, ProcessSample, XidEvent
 from watchdog.model.usage import DeviceUsage, PodUsage
 from watchdog.model.tick import Snapshot, StageStatus, TickResult, XidKey
@@ -54,6 +54,7 @@ __all__ = [
     "PodIndex",
     "PodInfo",
     "PodRef",
+    "HostProcess",
     "PodUsage",
     "ProcessSample",
     "ResourceSliceInfo",

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 # Kinds listed per namespace (a namespace-scoped Role is enough) and once for the cluster.
-NAMESPACED_KINDS = ("pods", "resourcequotas", "limitranges", "networkpolicies", "persistentvolumeclaims")
+NAMESPACED_KINDS = ("pods", "resourcequotas", "limitranges", "networkpolicies", "persistentvolumeclaims",
+                    "resourceclaims")
 CLUSTER_KINDS = ("namespaces", "nodes", "storageclasses", "priorityclasses")
 
 

@@ -23,11 +23,14 @@ class FindingKind(StrEnum):
     # reported; when the instance's users do run short, memory_pressure is the finding that may act.
     MIG_MEMORY_WARNING = "mig_memory_warning"
     UNAUTHORIZED = "unauthorized"
+    # A process that belongs to no pod on a device the kubelet gave to a pod (docker run --gpus, a host tool, a
+    # miner): there is no pod to evict, so it is only ever reported.
+    UNAUTHORIZED_HOST = "unauthorized_host"
     XID = "xid"
 
 
 REPORT_ONLY_KINDS: frozenset[FindingKind] = frozenset(
-    {FindingKind.MIG_MEMORY_WARNING, FindingKind.INTERFERENCE_CULPRIT_UNKNOWN}
+    {FindingKind.MIG_MEMORY_WARNING, FindingKind.INTERFERENCE_CULPRIT_UNKNOWN, FindingKind.UNAUTHORIZED_HOST}
 )
 """Kinds that are never an eviction reason, whatever their severity or the policy: the action stage makes no
 decision for them and the controller refuses an alert that names one."""

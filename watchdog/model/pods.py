@@ -170,6 +170,16 @@ class PodIndex:
 
 
 @dataclass(frozen=True, slots=True)
+class HostProcess:
+    """A process NVML reports whose cgroup names no pod: a container started by hand (``docker run --gpus``), a host
+    tool, a node agent. ``cgroup`` is its path from ``/proc/<pid>/cgroup`` (the v2 line, else the first v1 line),
+    ``command`` its ``/proc/<pid>/comm`` (at most 15 characters: the kernel's TASK_COMM_LEN is 16 with the NUL)."""
+
+    cgroup: str
+    command: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class Attribution:
     """Who owns what on this node at one tick.
 
@@ -188,6 +198,12 @@ class Attribution:
     healthy: bool = True
     kubelet_ok: bool = True
     api_ok: bool = True
+    # DRA: whether the ResourceSlice watch is current (None: this node does not watch slices), and how many claimed
+    # devices no slice names an NVML UUID for yet, whose processes are held back (never "unauthorized").
+    slices_ok: bool | None = None
+    claims_held: int = 0
+    # PID → what /proc says of a process NVML reports whose cgroup names no pod (never a PID of ``processes``).
+    host_processes: Mapping[int, HostProcess] = field(default_factory=lambda: EMPTY)
     _usage: tuple[NodeSample, DeviceUsage] | None = field(default=None, init=False, repr=False, compare=False)
 
     @property

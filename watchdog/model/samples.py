@@ -40,6 +40,9 @@ class MigSample:
     sm_util: float | None = None  # 0–1, GPM SM_UTIL of the compute instance
     sm_occupancy: float | None = None  # 0–1, GPM SM_OCCUPANCY of the compute instance
     processes: tuple[ProcessSample, ...] = ()
+    # GPM PCIE_TX/RX_PER_SEC of the GPU instance (nvmlGpmMigSampleGet), bytes/s; every CI of the GI reports its GI's.
+    pcie_tx_bytes_per_second: float | None = None
+    pcie_rx_bytes_per_second: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +69,8 @@ class GpuSample:
     clock_event_reasons: int | None = None  # nvmlClocksEventReason* bit mask
     pcie_tx_bytes_per_second: float | None = None
     pcie_rx_bytes_per_second: float | None = None
+    # One direction's usable rate of the link as trained now (nvmlDeviceGetCurrPcieLinkGeneration × …Width).
+    pcie_link_bytes_per_second: float | None = None
     instances: tuple[MigSample, ...] = ()
     processes: tuple[ProcessSample, ...] = ()  # only when not in MIG mode
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Mapping
 
-from watchdog.model.samples import NodeSample, ProcessSample
+from watchdog.model.samples import MigSample, NodeSample, ProcessSample
 
 if TYPE_CHECKING:  # pods.py imports this module; the reference back is for annotations only
     from watchdog.model.pods import PodRef
@@ -53,8 +53,19 @@ def device_usage(sample: NodeSample, owners: Mapping[int, PodRef]) -> DeviceUsag
             usage[gpu.uuid] = _users(gpu.processes, owners)
         for mig in gpu.instances:
             if mig.processes:
-                usage[mig.uuid] = _users(mig.processes, owners)
+                usage[mig.uuid] = _users(_own_processes(mig), owners)
     return MappingProxyType(usage)
+
+
+def _own_processes(mig: MigSample) -> tuple[ProcessSample, ...]:
+    """The processes of this compute instance. Should a driver list a GPU instance's processes on each of its CI
+    handles, a process is counted on its own CI only (nvmlProcessInfo_v3 names its GI and CI ids); one without ids
+    (NVML's 0xFFFFFFFF) stays where NVML listed it."""
+    own = (mig.gpu_instance, mig.compute_instance)
+    if all(p.compute_instance is None or (p.gpu_instance, p.compute_instance) == own for p in mig.processes):
+        return mig.processes
+    return tuple(p for p in mig.processes
+                 if p.compute_instance is None or (p.gpu_instance, p.compute_instance) == own)
 
 
 def _users(processes: tuple[ProcessSample, ...], owners: Mapping[int, PodRef]) -> tuple[PodUsage, ...]:

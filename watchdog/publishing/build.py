@@ -79,6 +79,9 @@ def add_agent_series(book: FamilyBook, *, snapshot: Snapshot, owners: Owners) ->
         book[c.ATTRIBUTION_HEALTHY].add((node,), 1 if attribution.healthy else 0)
         book[c.ATTRIBUTION_SOURCE_UP].add((node, "kubelet"), 1 if attribution.kubelet_ok else 0)
         book[c.ATTRIBUTION_SOURCE_UP].add((node, "api"), 1 if attribution.api_ok else 0)
+        if attribution.slices_ok is not None:  # only on a node that watches its DRA driver's ResourceSlices
+            book[c.ATTRIBUTION_SOURCE_UP].add((node, "resourceslices"), 1 if attribution.slices_ok else 0)
+            book[c.CLAIMED_DEVICES_HELD_BACK].add((node,), attribution.claims_held)
     if snapshot.sample is not None:
         book[c.LAST_SAMPLE].add((node,), snapshot.sample.timestamp)
 

@@ -92,6 +92,10 @@ GPU_PCIE_TX = _gauge(
 GPU_PCIE_RX = _gauge(
     "gpu_pcie_rx_bytes_per_second", "PCIe receive throughput of the GPU.", GPU_LABELS, unit="bytes_per_second"
 )
+GPU_PCIE_LINK = _gauge(
+    "gpu_pcie_link_bytes_per_second", "Data rate of the PCIe link per direction at its current generation and width.",
+    GPU_LABELS, unit="bytes_per_second",
+)
 GPU_PROCESSES = _gauge("gpu_processes", "Compute processes on the GPU, MIG instances included.", GPU_LABELS)
 
 # ----------------------------------------------------------------------------------- per MIG instance
@@ -119,6 +123,14 @@ MIG_SM_UTIL = _gauge(
 MIG_SM_OCCUPANCY = _gauge(
     "mig_sm_occupancy_ratio", "SM warp occupancy of the compute instance (GPM)." + _MIG_HELP_OWNER,
     MIG_LABELS + POD_LABELS, unit="ratio", attributed=True,
+)
+MIG_PCIE_TX = _gauge(
+    "mig_pcie_tx_bytes_per_second", "PCIe transmit throughput of the GPU instance (GPM)." + _MIG_HELP_OWNER,
+    MIG_LABELS + POD_LABELS, unit="bytes_per_second", attributed=True,
+)
+MIG_PCIE_RX = _gauge(
+    "mig_pcie_rx_bytes_per_second", "PCIe receive throughput of the GPU instance (GPM)." + _MIG_HELP_OWNER,
+    MIG_LABELS + POD_LABELS, unit="bytes_per_second", attributed=True,
 )
 MIG_PROCESSES = _gauge(
     "mig_processes", "Compute processes on the MIG instance." + _MIG_HELP_OWNER,
@@ -211,6 +223,12 @@ ATTRIBUTION_HEALTHY = _gauge(
 )
 ATTRIBUTION_SOURCE_UP = _gauge(
     "attribution_source_up", "1 when the attribution source answered this cycle.", ("node", "source")
+)
+CLAIMED_DEVICES_HELD_BACK = _gauge(
+    "claimed_devices_held_back",
+    "Devices allocated through a DRA ResourceClaim that no ResourceSlice names an NVML UUID for yet; their processes "
+    "are held back (not attributed, never unauthorized).",
+    ("node",),
 )
 LAST_SAMPLE = _gauge(
     "last_sample_timestamp_seconds", "When the latest NVML sample was taken (Unix time).", ("node",), unit="seconds"

@@ -48,6 +48,7 @@ _GPU_VALUES: tuple[tuple[c.FamilySpec, str, float], ...] = (
     (c.GPU_CLOCK_EVENT_REASONS, "clock_event_reasons", 1.0),
     (c.GPU_PCIE_TX, "pcie_tx_bytes_per_second", 1.0),
     (c.GPU_PCIE_RX, "pcie_rx_bytes_per_second", 1.0),
+    (c.GPU_PCIE_LINK, "pcie_link_bytes_per_second", 1.0),
 )
 
 _MIG_VALUES: tuple[tuple[c.FamilySpec, str], ...] = (
@@ -57,8 +58,16 @@ _MIG_VALUES: tuple[tuple[c.FamilySpec, str], ...] = (
     (c.MIG_DRAM_BW, "dram_bw_util"),
     (c.MIG_SM_UTIL, "sm_util"),
     (c.MIG_SM_OCCUPANCY, "sm_occupancy"),
+    (c.MIG_PCIE_TX, "pcie_tx_bytes_per_second"),
+    (c.MIG_PCIE_RX, "pcie_rx_bytes_per_second"),
 )
 
+
+# A GPU instance's numbers, which every compute instance of a split GI repeats (nvmlDeviceGetMemoryInfo on a CI
+# handle answers the GI's memory; GPM DRAM and PCIe are sampled per GI): on a split GI they name no single pod.
+_GI_LEVEL = frozenset({c.MIG_MEMORY_TOTAL, c.MIG_MEMORY_USED, c.MIG_MEMORY_RESERVED, c.MIG_DRAM_BW, c.MIG_PCIE_TX,
+                       c.MIG_PCIE_RX})
+_MIG_GI_LEVEL = tuple(spec in _GI_LEVEL for spec, _ in _MIG_VALUES)
 
 # One attrgetter per table reads every attribute of a sample in a single C call.
 _GPU_READ = attrgetter(*(attribute for _, attribute, _ in _GPU_VALUES))
@@ -84,18 +93,34 @@ def add_device_series(book: FamilyBook, *, sample: NodeSample, owners: Owners) -
         _add_gpu(book, gpu=gpu, base=base, appends=gpu_appends)
         if gpu.lost:
             continue
+        split = _split_gpu_instances(gpu)
         for mig in gpu.instances:
-            labels = base + (mig.uuid, str(mig.gpu_instance), str(mig.compute_instance), mig.profile)
-            labels = labels + owners.device_labels(mig.uuid)
-            for append, value in zip(mig_appends, _MIG_READ(mig)):
-                if value is not None:
-                    append((labels, value, None))
+            ident = base + (mig.uuid, str(mig.gpu_instance), str(mig.compute_instance), mig.profile)
+            owner = owners.device_labels(mig.uuid)
+            labels = ident + owner
+            if mig.gpu_instance in split:  # the GI's memory once per CI must not read as each CI's pod's own
+                shared = ident + ("",) * len(owner)
+                for append, gi_level, value in zip(mig_appends, _MIG_GI_LEVEL, _MIG_READ(mig)):
+                    if value is not None:
+                        append((shared if gi_level else labels, value, None))
+            else:
+                for append, value in zip(mig_appends, _MIG_READ(mig)):
+                    if value is not None:
+                        append((labels, value, None))
             mig_processes((labels, len(mig.processes), None))
             _add_pod_shares(base=base + (mig.uuid,), users=usage.get(mig.uuid, ()), owners=owners,
                             appends=share_appends)
             _add_claims(book, base=base + (mig.uuid,), device_uuid=mig.uuid, owners=owners)
         _add_pod_shares(base=base + ("",), users=usage.get(gpu.uuid, ()), owners=owners, appends=share_appends)
         _add_claims(book, base=base + ("",), device_uuid=gpu.uuid, owners=owners)
+
+
+def _split_gpu_instances(gpu: GpuSample) -> frozenset[int]:
+    """GI ids of the GPU that hold two or more compute instances (MIG devices)."""
+    ids = [mig.gpu_instance for mig in gpu.instances]
+    if len(ids) == len(set(ids)):
+        return frozenset()
+    return frozenset(gi for gi in ids if ids.count(gi) > 1)
 
 
 def _add_gpu(book: FamilyBook, *, gpu: GpuSample, base: tuple[str, ...], appends: tuple[Append, ...]) -> None:

@@ -24,6 +24,10 @@ from watchdog.sampling.structs import field_getter, field_setter
 SM_UTIL = 2
 SM_OCCUPANCY = 3
 DRAM_BW_UTIL = 10
+# nvml.h: NVML_GPM_METRIC_PCIE_TX_PER_SEC / _RX_PER_SEC, in MiB/s (not a percentage): read as bytes/s, unclamped.
+PCIE_TX_PER_SEC = 20
+PCIE_RX_PER_SEC = 21
+_BYTES_PER_SECOND = {PCIE_TX_PER_SEC: float(1 << 20), PCIE_RX_PER_SEC: float(1 << 20)}
 NVML_SUCCESS = 0
 _NOT_READ = 0xFFFFFFFF
 
@@ -47,9 +51,10 @@ class _Request:
     get_return: Callable[[Any], Any]
     set_return: Callable[[Any, Any], None]
     get_value: Callable[[Any], Any]
+    rates: tuple[float | None, ...] = ()  # per slot: bytes per MiB for a rate metric, None for a percentage
 
     @classmethod
-    def around(cls, struct: Any, slots: list[Any]) -> _Request:
+    def around(cls, struct: Any, slots: list[Any], *, metrics: tuple[int, ...] = ()) -> _Request:
         # Field access through the ctypes descriptors skips pynvml's per-access hooks; see sampling.structs.
         slot_type = type(slots[0])
         return cls(
@@ -60,11 +65,12 @@ class _Request:
             get_return=field_getter(slot_type, "nvmlReturn"),
             set_return=field_setter(slot_type, "nvmlReturn"),
             get_value=field_getter(slot_type, "value"),
+            rates=tuple(_BYTES_PER_SECOND.get(metric) for metric in metrics) or (None,) * len(slots),
         )
 
 
 class GpmTracker:
-    """Keeps GPM samples per stream and turns consecutive pairs into 0–1 ratios."""
+    """Keeps GPM samples per stream and turns consecutive pairs into 0–1 ratios (PCIe: bytes/s)."""
 
     def __init__(self, nvml: ModuleType, guard: CallGuard, *, min_interval: float) -> None:
         self._nvml = nvml
@@ -83,7 +89,7 @@ class GpmTracker:
         now: float,
         take: Callable[[Any], Any],
     ) -> tuple[float | None, ...]:
-        """Ratios of ``metrics`` over the interval since this stream's previous sample.
+        """Ratios (bytes/s for the PCIe rates) of ``metrics`` over the interval since this stream's previous sample.
 
         ``take(sample)`` fills a sample (nvmlGpmSampleGet or nvmlGpmMigSampleGet through the guard) and returns
         None on failure. Closer than ``min_interval`` to the previous sample, the previous ratios are returned
@@ -123,9 +129,12 @@ class GpmTracker:
             return (None,) * len(metrics)
         get_return, get_value = request.get_return, request.get_value
         values: list[float | None] = []
-        for slot in request.slots:
+        for slot, rate in zip(request.slots, request.rates):
             if get_return(slot) == NVML_SUCCESS:
-                values.append(min(max(get_value(slot) / 100.0, 0.0), 1.0))
+                if rate is None:
+                    values.append(min(max(get_value(slot) / 100.0, 0.0), 1.0))
+                else:
+                    values.append(max(get_value(slot), 0.0) * rate)
             else:
                 self._guard.counts.add("gpm_metric_unavailable")
                 values.append(None)
@@ -145,7 +154,7 @@ class GpmTracker:
             slots = [struct.metrics[position] for position in range(len(metrics))]  # views into the struct
             for slot, metric in zip(slots, metrics):
                 slot.metricId = metric
-            cached = self._requests[metrics] = _Request.around(struct, slots)
+            cached = self._requests[metrics] = _Request.around(struct, slots, metrics=metrics)
         return cached
 
     def forget(self, stream_key: Hashable) -> None:

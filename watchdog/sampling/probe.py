@@ -16,7 +16,7 @@ from types import ModuleType
 from typing import Any, Callable
 
 from watchdog.sampling.call_guard import error_name, nvml_code
-from watchdog.sampling.gpm import DRAM_BW_UTIL, SM_OCCUPANCY, SM_UTIL
+from watchdog.sampling.gpm import DRAM_BW_UTIL, PCIE_RX_PER_SEC, PCIE_TX_PER_SEC, SM_OCCUPANCY, SM_UTIL
 from watchdog.sampling.inventory import text
 from watchdog.sampling.probe_events import probe_events
 
@@ -155,9 +155,10 @@ def _probe_gpu(record: _Recorder, nvml: ModuleType, *, gpu: dict, handle: Any, g
                 gpm_gis.add(gi)
                 gi_report = {"gpu_instance": gi}
                 gpu.setdefault("gpu_instances", []).append(gi_report)
-                # DRAM bandwidth per GPU instance: the parent handle plus the GI id (DCGM's DcgmGpmManager).
+                # DRAM bandwidth per GPU instance: the parent handle plus the GI id (DCGM's DcgmGpmManager); PCIe
+                # too, where the driver answers it per GI (the PCIe contention domain needs it).
                 take = functools.partial(nvml.nvmlGpmMigSampleGet, handle, gi)
-                gpm_streams.append((gi_report, take, (DRAM_BW_UTIL,)))
+                gpm_streams.append((gi_report, take, (DRAM_BW_UTIL, PCIE_TX_PER_SEC, PCIE_RX_PER_SEC)))
     return first_mig
 
 

@@ -20,7 +20,8 @@ from typing import Any, Callable
 from watchdog.config.sampling import SamplingSettings
 from watchdog.model import GpuSample, MigSample, NodeSample
 from watchdog.sampling.call_guard import CallGuard, ErrorCounts, GpuLost, StaleHandle, nvml_code
-from watchdog.sampling.gpm import DRAM_BW_UTIL, SM_OCCUPANCY, SM_UTIL, GpmTracker
+from watchdog.sampling.gpm import DRAM_BW_UTIL, PCIE_RX_PER_SEC, PCIE_TX_PER_SEC, SM_OCCUPANCY, SM_UTIL, GpmTracker
+from watchdog.sampling.pcie_link import link_bytes_per_second
 from watchdog.sampling.inventory import GpuEntry, MigEntry, enumerate_instances, open_gpu, read_mig_mode, text
 from watchdog.sampling.processes import ProcessReader
 from watchdog.sampling.structs import FieldReader
@@ -236,6 +237,10 @@ class NvmlSampler:
             clock_event_reasons=self._clock_reasons(key, handle),
             pcie_tx_bytes_per_second=None if tx is None else tx * 1024.0,  # NVML reports KB/s
             pcie_rx_bytes_per_second=None if rx is None else rx * 1024.0,
+            pcie_link_bytes_per_second=link_bytes_per_second(
+                guard.call(key, "nvmlDeviceGetCurrPcieLinkGeneration", handle, label="pcie_link_gen"),
+                guard.call(key, "nvmlDeviceGetCurrPcieLinkWidth", handle, label="pcie_link_width"),
+            ),
             instances=instances,
             processes=processes,
         )
@@ -283,12 +288,13 @@ class NvmlSampler:
     def _sample_instance(self, entry: GpuEntry, mig: MigEntry, *, now: float, gpm: bool) -> MigSample:
         guard, key, handle = self._guard, mig.uuid, mig.handle
         total, used, reserved = self._memory(key, handle, mig=True)
-        dram = sm = occupancy = None
+        dram = sm = occupancy = pcie_tx = pcie_rx = None
         if gpm:
-            (dram,) = self._gpm.read(
+            # PCIe per GI too: the link is the one path MIG does not partition (nvidia_gpu_exporter reads it so).
+            dram, pcie_tx, pcie_rx = self._gpm.read(
                 ("gi", entry.uuid, mig.gpu_instance),
                 device_key=entry.uuid,
-                metrics=(DRAM_BW_UTIL,),
+                metrics=(DRAM_BW_UTIL, PCIE_TX_PER_SEC, PCIE_RX_PER_SEC),
                 now=now,
                 # DRAM bandwidth is a GPU-instance resource: sample it on the parent with the GI id (DCGM).
                 take=lambda sample: guard.call(
@@ -316,6 +322,8 @@ class NvmlSampler:
             sm_util=sm,
             sm_occupancy=occupancy,
             processes=processes,
+            pcie_tx_bytes_per_second=pcie_tx,
+            pcie_rx_bytes_per_second=pcie_rx,
         )
 
     # ------------------------------------------------------------------------------------------ readers

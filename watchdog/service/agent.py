@@ -134,6 +134,7 @@ class Agent:
             proc=ProcReader(settings.attribution.proc_root),
             clock=clock,
             slices=self.slices,
+            slices_ok=self._slices_ok if self.slice_watcher is not None else None,
         )
         self.mqtt = MqttPublisher(settings.mqtt, node=self.node) if settings.mqtt.enabled else None
         # The last hours of ticks on the node's disk, for a replay after an incident (docs/flight-recorder.md).
@@ -208,6 +209,13 @@ class Agent:
 
     def _pods_ok(self) -> bool:
         return self.pod_watcher is not None and self.pod_watcher.ok
+
+    def _slices_ok(self) -> bool | None:
+        """The slice watch is current; None while the cluster does not serve resource.k8s.io/v1 (no DRA there, so
+        no source to be down)."""
+        if self.slice_watcher is None or self.slice_watcher.not_served:
+            return None
+        return self.slice_watcher.ok
 
     def _on_pod_event(self, kind: str, pod) -> None:
         self.pods.apply(kind, pod)

@@ -17,8 +17,8 @@ from typing import Callable, Mapping, Protocol, Sequence
 
 from watchdog.attribution.join import (attribute, resolve_claim_devices, unassigned_processes, unknown_devices,
                                        unresolvable_device_ids)
-from watchdog.model import (EMPTY, Attribution, ClaimDevice, DeviceAssignment, NodeSample, PodIndex, SliceDevice,
-                            SliceKey)
+from watchdog.model import (EMPTY, Attribution, ClaimDevice, DeviceAssignment, HostProcess, NodeSample, PodIndex,
+                            SliceDevice, SliceKey)
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +63,9 @@ class ProcView(Protocol):
     @property
     def counters(self) -> Mapping[str, int]: ...
 
+    @property
+    def hosts(self) -> Mapping[int, HostProcess]: ...
+
 
 class NodeAttributor:
     """Attributes each sample; ``error_counts()`` are the /proc reader's failures, for the state's error sources."""
@@ -76,9 +79,11 @@ class NodeAttributor:
         proc: ProcView | None,
         clock: Callable[[], float],
         slices: SliceSource | None = None,
+        slices_ok: Callable[[], bool | None] | None = None,
     ) -> None:
         self.kubelet = kubelet
         self.slices = slices
+        self.slices_ok = slices_ok  # None, or None answered: no ResourceSlices to watch (no DRA driver, or API)
         self.pods = pods
         self.pods_ok = pods_ok
         self.proc = proc
@@ -120,7 +125,10 @@ class NodeAttributor:
             proc=proc,
             kubelet_ok=kubelet_ok,
             api_ok=self.pods_ok(),
+            hosts=self.proc.hosts if self.proc is not None else None,
         )
+        result = dataclasses.replace(result, slices_ok=self.slices_ok() if self.slices_ok is not None else None,
+                                     claims_held=len(self.unresolved_claim_devices))
         result = self._hold_back_unconfirmed(sample, result)
         result.usage(sample)  # summed here, once, after the hold-back: detection and every scrape read these sums
         return result

@@ -3,7 +3,9 @@
 Four mechanisms, each a pure function so it can be tested on its own:
 
 * **Time slicing** (no MIG): the SM scheduler and the memory controller are shared, so each process gets at most
-  a fair share and what one leaves unused goes to the others (water-filling / max-min fairness).
+  a fair share and what one leaves unused goes to the others (water-filling / max-min fairness), or, under a
+  scheduler whose shares follow demand (MPS clients, a weighted scheduler), each gets a share in proportion to
+  what it asks once the total exceeds the capacity (`proportional_share`).
 * **Power**: every instance draws dynamic power in proportion to its SMs and how busy they are; above the
   enforced limit the driver's software power cap lowers the clock of the *whole* GPU (clock-event reason
   SwPowerCap, 0x4 in nvml.h) until the draw fits, which slows every MIG instance, isolated or not.
@@ -41,6 +43,21 @@ def water_fill(demands: list[float], capacity: float = 1.0) -> list[float]:
             shares[index] = demands[index]
         hungry = [index for index in hungry if index not in satisfied]
     return shares
+
+
+def proportional_share(demands: list[float], capacity: float = 1.0) -> list[float]:
+    """Shares that follow demand: all of it while the total fits, else each in proportion to what it asks.
+
+    A greedy client then takes time from a modest one even below the modest one's fair level, which max-min
+    fairness never does: the second scheduler model of docs/detection.md ("Time-slicing, whatever the scheduler").
+    """
+    total = sum(demand for demand in demands if demand > 0.0)
+    if total <= capacity:
+        return [max(demand, 0.0) for demand in demands]
+    return [max(demand, 0.0) * capacity / total for demand in demands]
+
+
+SCHEDULERS = {"roundrobin": water_fill, "proportional": proportional_share}
 
 
 def allocate_memory(demands: list[int], capacity: int) -> list[int]:

@@ -19,7 +19,7 @@ from watchdog.testbed.curves import CurveEvaluator
 from watchdog.testbed.nvml.event_sets import EventHub
 from watchdog.testbed.nvml.module import SimulatedNvml
 from watchdog.testbed.profiles import GPU_MODELS, place_instances
-from watchdog.testbed.scenario import Scenario, format_uuid, load_scenario, stable_digest
+from watchdog.testbed.scenario import Scenario, format_uuid, layout_entries, load_scenario, stable_digest
 from watchdog.testbed.tick_state import MIB, GpuLayout, InstanceLayout, TickState, WorkloadSource, compute_tick
 
 EVENT_XID = 0x8  # nvmlEventTypeXidCriticalError
@@ -34,6 +34,8 @@ class SimProcess(NamedTuple):
     pod_uid: str
     container: str
     device_uuid: str
+    command: str = ""  # set for a process in no pod (scenario host_processes), with its cgroup path
+    cgroup: str = ""
 
 
 class SimAssignment(NamedTuple):
@@ -119,7 +121,7 @@ class SimulatedGpuNode:
         if cached is None:
             cached = compute_tick(tick, models=self.models, limits=self.power_limits, gpu_uuids=self.gpu_uuids,
                                   layouts=[self.layout(gpu, tick) for gpu in range(len(self.models))],
-                                  sources=self._sources)
+                                  sources=self._sources, schedulers=[gpu.scheduler for gpu in self.scenario.gpus])
             self._states[tick] = cached
             if len(self._states) > _STATE_CACHE_TICKS:
                 self._states.popitem(last=False)
@@ -149,14 +151,14 @@ class SimulatedGpuNode:
             return GpuLayout(index=gpu, generation=generation, mig_enabled=False)
         model = self.models[gpu]
         instances = []
-        for index, placement in enumerate(place_instances(model, profiles)):
+        for index, placement in enumerate(place_instances(model, layout_entries(profiles))):
             uuid = "MIG-" + format_uuid(stable_digest(self.scenario.seed, self.gpu_uuids[gpu], generation,
                                                       placement.slot))
             instances.append(InstanceLayout(
                 index=index, slot=placement.slot, gpu_instance=placement.gpu_instance,
                 compute_instance=placement.compute_instance, profile=placement.profile, uuid=uuid,
                 memory_total=placement.profile.memory_slices * model.memory_slice_mib * MIB,
-                sm_share=placement.profile.sms / model.sms))
+                sm_share=placement.profile.sms / model.sms, gi_compute_instances=placement.gi_compute_instances))
         return GpuLayout(index=gpu, generation=generation, mig_enabled=True, instances=tuple(instances),
                          by_slot={instance.slot: instance for instance in instances})
 
@@ -192,6 +194,16 @@ class SimulatedGpuNode:
             for ref, assigned in refs:
                 sources.append(WorkloadSource(pod=pod, gpu=ref.gpu, instance=ref.instance, assigned=assigned,
                                               **evaluators))
+        first = len(self.scenario.pods)
+        for number, host in enumerate(self.scenario.host_processes, start=first):  # a process in no pod
+            workload = host.workload
+            sources.append(WorkloadSource(
+                pod=host, gpu=host.device.gpu, instance=host.device.instance, assigned=False,  # type: ignore[arg-type]
+                memory=CurveEvaluator(workload.memory, seed_parts=(seed, number, 0)),
+                sm=CurveEvaluator(workload.sm, seed_parts=(seed, number, 1), upper=1.0),
+                dram=CurveEvaluator(workload.dram, seed_parts=(seed, number, 2), upper=1.0),
+                pcie_rx=CurveEvaluator(workload.pcie, seed_parts=(seed, number, 3)),
+                pcie_tx=CurveEvaluator(workload.pcie_tx, seed_parts=(seed, number, 4))))
         return sources
 
     def processes(self, tick: int | None = None) -> list[SimProcess]:
@@ -201,7 +213,7 @@ class SimulatedGpuNode:
             for process in gpu.whole.processes:
                 pod = process.pod
                 rows.append(SimProcess(process.pid, pod.namespace, pod.name, pod.uid or "", pod.container,
-                                       process.device_uuid))
+                                       process.device_uuid, getattr(pod, "command", ""), getattr(pod, "cgroup", "")))
         return rows
 
     def assignments(self, tick: int | None = None) -> list[SimAssignment]:
@@ -283,6 +295,10 @@ class SimulatedGpuNode:
         self._lost_at[gpu] = min(self._lost_at.get(gpu, self.tick), self.tick)
         self.events.notify()
 
+    def pcie_per_instance(self, gpu: int) -> bool:
+        """Whether GPM answers PCIe rates per GPU instance on this GPU (scenario ``gpm_pcie_per_instance``)."""
+        return self.scenario.gpus[gpu].gpm_pcie_per_instance
+
     def is_lost(self, gpu: int, tick: int | None = None) -> bool:
         at = self._lost_at.get(gpu)
         return at is not None and at <= (self.tick if tick is None else tick)
@@ -300,7 +316,7 @@ class SimulatedGpuNode:
         self._check_gpu(gpu)
         if not self.layout(gpu).mig_enabled:
             raise ValueError(f"GPU {gpu} is not in MIG mode")
-        place_instances(self.models[gpu], profiles)  # raises ValueError naming the instance that does not fit
+        place_instances(self.models[gpu], layout_entries(profiles))  # ValueError naming the one that does not fit
         self._add_change(gpu, self.tick, list(profiles))
 
     def _check_gpu(self, gpu: int) -> None:

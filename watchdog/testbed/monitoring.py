@@ -4,7 +4,8 @@ The agent borrows per-GPU-instance activity from dcgm-exporter where NVML has no
 GPM), and a tenant may judge interference by its own p99 latency. Both reach the live agent through Prometheus; an
 evaluation run hands them in directly, computed here from the same tick state the simulated NVML answers from, so
 that they agree with the GPU's physics: DCGM_FI_PROF_SM_ACTIVE is the work an instance's SMs get done (busy ×
-clock factor, like GPM's SM_UTIL), and a request served at a lower clock takes proportionally longer.
+clock factor, like GPM's SM_UTIL), and a request served at a lower clock takes proportionally longer, as does one
+whose GPU instance's DRAM bandwidth is shared with a neighbour compute instance that takes more of it.
 """
 
 from __future__ import annotations
@@ -52,5 +53,6 @@ class LatencySignals:
                 continue
             gpu = state.gpus[pod.device.gpu]
             factor = gpu.sm_clock_mhz / node.models[pod.device.gpu].sm_clock_max_mhz
-            values[key] = round(spec.base / max(factor, 0.05) * (1.0 + noise), 6)
+            slowdown = next((p.dram_slowdown for p in gpu.whole.processes if p.pod is pod), 1.0)  # a split GI's DRAM
+            values[key] = round(spec.base / max(factor, 0.05) * slowdown * (1.0 + noise), 6)
         return values

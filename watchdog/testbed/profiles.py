@@ -10,7 +10,8 @@ from user reports, the other H200 rows are unverified and copied from H100.
 Placement follows the A100/H100 rules: an instance of N compute slices may only start at certain slices
 (7g at 0, 4g at 0, 3g at 0 or 4, 2g at 0/2/4, 1g anywhere). Instances are placed in list order at the lowest
 free start, which gives realistic GPU instance ids and *sparse* MIG device slots (nvml.h,
-nvmlDeviceGetMigDeviceHandleByIndex: NOT_FOUND for an empty index).
+nvmlDeviceGetMigDeviceHandleByIndex: NOT_FOUND for an empty index). A GPU instance may be split into compute
+instances (``nvidia-smi mig -cci``), each its own MIG device sharing the GI's memory, DRAM bandwidth and L2.
 """
 
 from __future__ import annotations
@@ -37,7 +38,9 @@ class MigProfile:
 
     @property
     def compute_slices(self) -> int:
-        return int(self.name.split("g.", 1)[0])
+        """Compute slices: the GI's ("3g.40gb" → 3), or the compute instance's ("2c.4g.40gb" → 2)."""
+        head = self.name.split(".", 1)[0]
+        return int(head[:-1])
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +65,10 @@ class GpuModel:
     pcie_bytes_per_second: float  # one direction, usable
     gpm: bool  # GPU Performance Monitoring: Hopper and newer (nvml.h, nvmlGpm*)
     profiles: tuple[MigProfile, ...]
+    # The link as trained under load (nvmlDeviceGetCurrPcieLinkGeneration / …Width): A100 Gen4 x16, H100/H200 Gen5
+    # x16 (NVIDIA datasheets); pcie_bytes_per_second is the ~80 % of its encoded rate that transfers reach.
+    pcie_generation: int = 5
+    pcie_width: int = 16
 
     def profile(self, name: str) -> MigProfile:
         for candidate in self.profiles:
@@ -89,7 +96,7 @@ GPU_MODELS: dict[str, GpuModel] = {
         key="A100-SXM4-40GB", name="NVIDIA A100-SXM4-40GB", memory_mib=40960, reserved_mib=432,
         memory_slice_mib=4864, sms=108, mig_sms=98, power_limit_watts=400.0, min_power_limit_watts=100.0,
         idle_watts=55.0, full_load_watts=400.0, sm_clock_max_mhz=1410, sm_clock_min_mhz=210, mem_clock_mhz=1215,
-        video_clock_mhz=1275, pcie_bytes_per_second=25e9, gpm=False,
+        video_clock_mhz=1275, pcie_bytes_per_second=25e9, gpm=False, pcie_generation=4,
         profiles=_table((("1g.5gb", 19, 7, 14, 1), ("1g.5gb+me", 20, 1, 14, 1), ("1g.10gb", 15, 4, 14, 2),
                          ("2g.10gb", 14, 3, 28, 2), ("3g.20gb", 9, 2, 42, 4), ("4g.20gb", 5, 1, 56, 4),
                          ("7g.40gb", 0, 1, 98, 8))),
@@ -111,6 +118,11 @@ GPU_MODELS: dict[str, GpuModel] = {
 }
 
 
+LayoutEntry = str | tuple[str, tuple[str, ...]]
+"""One GPU instance of a layout: its profile ("4g.40gb", one compute instance spanning it), or the profile with
+the sizes of the compute instances it is split into (("4g.40gb", ("2c", "2c")), as ``nvidia-smi mig -cci``)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Placement:
     """Where one MIG instance sits: its device slot, GPU instance id and profile."""
@@ -118,7 +130,8 @@ class Placement:
     slot: int  # index for nvmlDeviceGetMigDeviceHandleByIndex
     gpu_instance: int
     compute_instance: int
-    profile: MigProfile
+    profile: MigProfile  # of the compute instance: the GI's own profile when one CI spans the GI
+    gi_compute_instances: int = 1  # how many compute instances share this one's GPU instance (memory, DRAM, L2)
 
 
 def _gpu_instance_id(size: int, start: int) -> int:
@@ -134,15 +147,51 @@ def _gpu_instance_id(size: int, start: int) -> int:
     return 7 + start
 
 
-def place_instances(model: GpuModel, profile_names: list[str] | tuple[str, ...]) -> tuple[Placement, ...]:
-    """Place the instances in order, or raise ValueError saying which one does not fit and why."""
+def compute_instance_profile(gi: MigProfile, size: str) -> MigProfile:
+    """The profile of a ``<c>c`` compute instance inside ``gi``, named as NVML prints it: "2c.4g.40gb", or the GI's
+    own name when the CI spans the whole GI (nvmlDeviceGetName; go-nvlib's MIG profile strings). It keeps the GI's
+    memory slices: every CI handle of a GI reports the GI's memory."""
+    if not size.endswith("c") or not size[:-1].isdigit() or not 1 <= int(size[:-1]) <= gi.compute_slices:
+        raise ValueError(f"{gi.name}: compute instance {size!r} is not <n>c with 1 <= n <= {gi.compute_slices}")
+    slices = int(size[:-1])
+    if slices == gi.compute_slices:
+        return gi
+    return MigProfile(f"{slices}c.{gi.name}", gi.profile_id, gi.max_count, gi.sms * slices // gi.compute_slices,
+                      gi.memory_slices)
+
+
+def _compute_instance_starts(gi: MigProfile, sizes: tuple[str, ...]) -> list[tuple[int, MigProfile]]:
+    """(offset inside the GI, profile) of each CI, placed in order at the lowest free offset (a simplification of
+    the driver's CI placements), or ValueError when they need more compute slices than the GI has."""
+    used = [False] * gi.compute_slices
+    placed = []
+    for size in sizes:
+        profile = compute_instance_profile(gi, size)
+        width = profile.compute_slices
+        for offset in range(gi.compute_slices - width + 1):
+            if not any(used[offset:offset + width]):
+                break
+        else:
+            raise ValueError(f"{gi.name}: compute instances {list(sizes)} need more than {gi.compute_slices} "
+                             f"compute slices")
+        for index in range(offset, offset + width):
+            used[index] = True
+        placed.append((offset, profile))
+    return placed
+
+
+def place_instances(model: GpuModel, entries: list[LayoutEntry] | tuple[LayoutEntry, ...]) -> tuple[Placement, ...]:
+    """Place the GPU instances in order, each split into its compute instances (one MIG device each, slot = the
+    GI's start slice + the CI's offset), or raise ValueError saying which one does not fit and why."""
     used_compute = [False] * COMPUTE_SLICES
     memory_used = 0
     counts: dict[str, int] = {}
     placed: list[Placement] = []
-    for position, name in enumerate(profile_names):
+    for position, entry in enumerate(entries):
+        name, sizes = (entry, ()) if isinstance(entry, str) else entry
         try:
             profile = model.profile(name)
+            cis = _compute_instance_starts(profile, tuple(sizes)) if sizes else [(0, profile)]
         except ValueError as exc:
             raise ValueError(f"[{position}] {exc}") from None
         counts[name] = counts.get(name, 0) + 1
@@ -159,6 +208,8 @@ def place_instances(model: GpuModel, profile_names: list[str] | tuple[str, ...])
             raise ValueError(f"[{position}] {name}: no free placement for {size} compute slices")
         for index in range(start, start + size):
             used_compute[index] = True
-        placed.append(Placement(slot=start, gpu_instance=_gpu_instance_id(size, start), compute_instance=0,
-                                profile=profile))
+        gi = _gpu_instance_id(size, start)
+        for ci, (offset, ci_profile) in enumerate(cis):
+            placed.append(Placement(slot=start + offset, gpu_instance=gi, compute_instance=ci, profile=ci_profile,
+                                    gi_compute_instances=len(cis)))
     return tuple(placed)

@@ -18,7 +18,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from watchdog.testbed.curves import Curve
-from watchdog.testbed.profiles import GPU_MODELS, place_instances
+from watchdog.testbed.profiles import GPU_MODELS, LayoutEntry, place_instances
 
 ModelKey = Literal["A100-SXM4-40GB", "H100-80GB-HBM3", "H200-141GB"]
 OwnerKind = Literal["DaemonSet", "ReplicaSet", "StatefulSet", "Job", "Node"]
@@ -42,16 +42,41 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class GpuInstanceSpec(_Strict):
+    """A GPU instance split into compute instances (``nvidia-smi mig -cci``), each its own MIG device."""
+
+    gi: str = Field(min_length=1)  # GPU instance profile, e.g. "4g.40gb"
+    ci: list[str] = Field(min_length=1, max_length=7)  # compute instance sizes, e.g. ["2c", "2c"]
+
+
+MigLayout = list[str | GpuInstanceSpec]
+
+
+def layout_entries(mig: MigLayout | list[LayoutEntry]) -> list[LayoutEntry]:
+    """The layout as profiles.place_instances takes it."""
+    return [(entry.gi, tuple(entry.ci)) if isinstance(entry, GpuInstanceSpec) else entry for entry in mig]
+
+
+def mig_device_profiles(model: str, mig: MigLayout) -> list[str]:
+    """The profile of every MIG device of the layout, in the order pods' ``device.instance`` indexes them."""
+    return [placement.profile.name for placement in place_instances(GPU_MODELS[model], layout_entries(mig))]
+
+
 class GpuSpec(_Strict):
     model: ModelKey
-    mig: list[str] | None = None  # GPU instance profiles; None = MIG disabled
+    mig: MigLayout | None = None  # GPU instance profiles (or {gi, ci} splits); None = MIG disabled
     power_limit_watts: float | None = Field(default=None, gt=0)
     replicas: int | None = Field(default=None, ge=1, le=64)  # time-slicing replicas advertised by the plugin
+    # How processes sharing the GPU (or one MIG instance) divide SM time and DRAM bandwidth: max-min fair
+    # round-robin time slices, or shares in proportion to demand (MPS clients); testbed/contention.py.
+    scheduler: Literal["roundrobin", "proportional"] = "roundrobin"
+    # False: GPM answers PCIe for the whole GPU only (NotSupported per GPU instance), as DCGM samples it.
+    gpm_pcie_per_instance: bool = True
 
 
 class DeviceRef(_Strict):
     gpu: int = Field(ge=0)
-    instance: int | None = Field(default=None, ge=0)  # index into the GPU's ``mig`` list
+    instance: int | None = Field(default=None, ge=0)  # index into the GPU's MIG devices (every CI of a split GI)
     replica: int | None = Field(default=None, ge=0)
 
 
@@ -61,6 +86,8 @@ class Workload(_Strict):
     dram: Curve = Curve()  # 0–1 of its instance's / GPU's DRAM bandwidth
     pcie: Curve = Curve()  # host→GPU bytes/s (NVML RX)
     pcie_tx: Curve = Curve()  # GPU→host bytes/s (NVML TX)
+    input_bound: bool = False  # computes only as fast as its PCIe input arrives (testbed/pcie_link.py)
+    fixed_rate: bool = False  # serves a fixed request rate: short of DRAM bandwidth in a split GI it gets busier
 
 
 class PodSpec(_Strict):
@@ -91,6 +118,44 @@ class PodSpec(_Strict):
         return self.start_tick <= tick and (self.end_tick is None or tick < self.end_tick)
 
 
+class HostProcessSpec(_Strict):
+    """A GPU process in no pod (``docker run --gpus``, a host tool, a node agent): NVML reports it on ``device``,
+    its /proc/<pid>/cgroup holds ``cgroup`` and its /proc/<pid>/comm ``command``; no kubelet or API server knows it."""
+
+    command: str = Field(min_length=1, max_length=15)  # the kernel keeps 15 characters of comm (TASK_COMM_LEN 16)
+    cgroup: str = Field(pattern=r"^/")
+    device: DeviceRef
+    start_tick: int = Field(default=0, ge=0)
+    end_tick: int | None = Field(default=None, ge=0)
+    pid: int | None = Field(default=None, ge=2, le=4194304)
+    workload: Workload = Workload()
+    # What the simulation reads of a process's owner (namespace/name/uid/container/key) has no pod behind it here.
+    namespace: Literal[""] = ""
+    uid: Literal[""] = ""
+    container: Literal[""] = ""
+
+    @property
+    def name(self) -> str:
+        return self.command
+
+    @property
+    def key(self) -> str:
+        return f"host/{self.pid}"
+
+    def running(self, tick: int) -> bool:
+        return self.start_tick <= tick and (self.end_tick is None or tick < self.end_tick)
+
+
+class OutageSpec(_Strict):
+    """Ticks [start_tick, end_tick) in which the kubelet's PodResources API fails (attribution is unhealthy)."""
+
+    start_tick: int = Field(ge=0)
+    end_tick: int = Field(ge=1)
+
+    def covers(self, tick: int) -> bool:
+        return self.start_tick <= tick < self.end_tick
+
+
 class XidSpec(_Strict):
     at: int = Field(ge=0)
     gpu: int = Field(ge=0)
@@ -102,7 +167,7 @@ class FaultSpec(_Strict):
     at: int = Field(ge=0)
     gpu: int = Field(ge=0)
     lost: bool = False  # the GPU falls off the bus: every call for it answers GpuIsLost
-    mig: list[str] | None = None  # reconfigure the GPU's instances
+    mig: MigLayout | None = None  # reconfigure the GPU's instances
     error: int | None = None  # NVML_ERROR_* code injected into ``function``
     function: str | None = None
     times: int | None = Field(default=1, ge=1)  # None → until cleared
@@ -149,6 +214,8 @@ class Scenario(_Strict):
     driver_version: str = "580.82.07"
     gpus: list[GpuSpec] = Field(min_length=1, max_length=64)
     pods: list[PodSpec] = []
+    host_processes: list[HostProcessSpec] = []  # GPU processes in no pod
+    kubelet_outages: list[OutageSpec] = []
     xids: list[XidSpec] = []
     faults: list[FaultSpec] = []
     dra: DraSpec | None = None
@@ -179,7 +246,7 @@ def _check_references(scenario: Scenario) -> None:
             if gpu.replicas is not None:
                 raise ValueError(f"gpus.{index}.replicas: time-slicing replicas are only simulated without MIG")
             try:
-                place_instances(model, gpu.mig)
+                place_instances(model, layout_entries(gpu.mig))
             except ValueError as exc:
                 raise ValueError(f"gpus.{index}.mig{exc}") from None
         limit = gpu.power_limit_watts
@@ -197,6 +264,10 @@ def _check_references(scenario: Scenario) -> None:
             (f"extra_devices.{n}", ref) for n, ref in enumerate(pod.extra_devices)]
         for where, ref in refs:
             _check_device(scenario, ref, f"pods.{index}.{where}")
+    for index, host in enumerate(scenario.host_processes):
+        if host.end_tick is not None and host.end_tick <= host.start_tick:
+            raise ValueError(f"host_processes.{index}.end_tick: must be after start_tick")
+        _check_device(scenario, host.device, f"host_processes.{index}.device")
     _check_claims(scenario)
     for index, xid in enumerate(scenario.xids):
         _check_device(scenario, DeviceRef(gpu=xid.gpu, instance=xid.instance), f"xids.{index}", any_instance=True)
@@ -207,7 +278,7 @@ def _check_references(scenario: Scenario) -> None:
             if gpu.mig is None:
                 raise ValueError(f"faults.{index}.mig: GPU {fault.gpu} is not in MIG mode")
             try:
-                place_instances(GPU_MODELS[gpu.model], fault.mig)
+                place_instances(GPU_MODELS[gpu.model], layout_entries(fault.mig))
             except ValueError as exc:
                 raise ValueError(f"faults.{index}.mig{exc}") from None
 
@@ -238,7 +309,8 @@ def _check_device(scenario: Scenario, ref: DeviceRef, where: str, *, any_instanc
     elif ref.instance is None and not any_instance:
         raise ValueError(f"{where}.instance: GPU {ref.gpu} is in MIG mode; name an index into its mig list")
     elif ref.instance is not None and ref.instance >= _most_instances(scenario, ref.gpu):
-        raise ValueError(f"{where}.instance: {ref.instance} but GPU {ref.gpu} has {len(gpu.mig)} MIG instances")
+        raise ValueError(f"{where}.instance: {ref.instance} but GPU {ref.gpu} has "
+                         f"{_most_instances(scenario, ref.gpu)} MIG instances")
     if ref.replica is not None and (gpu.replicas is None or ref.replica >= gpu.replicas):
         raise ValueError(f"{where}.replica: {ref.replica} but GPU {ref.gpu} has replicas: {gpu.replicas}")
 
@@ -247,7 +319,14 @@ def _most_instances(scenario: Scenario, gpu: int) -> int:
     """The most MIG instances the GPU ever has: a pod may use one that a later reconfiguration (``faults.mig``, or
     a DRA driver creating a MIG device at claim time) brings into being."""
     layouts = [scenario.gpus[gpu].mig or []] + [f.mig for f in scenario.faults if f.gpu == gpu and f.mig is not None]
-    return max(len(layout) for layout in layouts)
+    model = GPU_MODELS[scenario.gpus[gpu].model]
+    counts = []
+    for layout in layouts:
+        try:
+            counts.append(len(place_instances(model, layout_entries(layout))))
+        except ValueError:  # an invalid fault layout is reported with its own field name
+            counts.append(len(layout))
+    return max(counts)
 
 
 def stable_digest(*parts: object) -> bytes:
@@ -262,6 +341,7 @@ def format_uuid(digest: bytes) -> str:
 
 def _fill_identities(scenario: Scenario) -> None:
     used_pids = {pod.pid for pod in scenario.pods if pod.pid is not None}
+    used_pids |= {host.pid for host in scenario.host_processes if host.pid is not None}
     replica_next: dict[int, int] = {}
     for pod in scenario.pods:
         if pod.uid is None:
@@ -278,6 +358,13 @@ def _fill_identities(scenario: Scenario) -> None:
             replicas = scenario.gpus[device.gpu].replicas
             device.replica = replica_next.get(device.gpu, 0) % replicas
             replica_next[device.gpu] = replica_next.get(device.gpu, 0) + 1
+    for number, host in enumerate(scenario.host_processes):
+        if host.pid is None:  # host processes: PIDs below the containers' range, as on a node booted long ago
+            pid = 2_000 + int.from_bytes(stable_digest(scenario.seed, "host-pid", number)[:4], "big") % 8_000
+            while pid in used_pids:
+                pid += 1
+            host.pid = pid
+            used_pids.add(pid)
 
 
 def load_scenario(source: str | Path | dict | Scenario) -> Scenario:

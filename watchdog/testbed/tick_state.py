@@ -9,10 +9,12 @@ cost of dictionary lookups, and lets tests ask for any tick in any order.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 from watchdog.model import NOT_ATTRIBUTABLE
-from watchdog.testbed.contention import (allocate_memory, dynamic_watts, govern_power, scale_to_link, water_fill)
+from watchdog.testbed.contention import (SCHEDULERS, allocate_memory, dynamic_watts, govern_power, water_fill)
 from watchdog.testbed.curves import CurveEvaluator
+from watchdog.testbed.pcie_link import share_link
 from watchdog.testbed.profiles import GpuModel, MigProfile
 from watchdog.testbed.scenario import PodSpec
 
@@ -33,8 +35,9 @@ class InstanceLayout:
     compute_instance: int
     profile: MigProfile
     uuid: str
-    memory_total: int
+    memory_total: int  # of its GPU instance: every compute instance of a GI reports the GI's memory
     sm_share: float  # the instance's SMs over the GPU's SMs
+    gi_compute_instances: int = 1  # compute instances sharing its GPU instance's memory, DRAM bandwidth and L2
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +76,7 @@ class ProcessState:
     sm: float  # time share of its instance/GPU's SMs, after sharing (0–1)
     dram: float  # share of its instance/GPU's DRAM bandwidth, after sharing (0–1)
     assigned: bool
+    dram_slowdown: float = 1.0  # in a split GI: DRAM bandwidth asked / granted, how much longer its work takes
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +91,8 @@ class DomainState:
     memory_reserved: int
     processes: tuple[ProcessState, ...]
     layout: InstanceLayout | None = None
+    pcie_rx: float = 0.0  # bytes/s its processes got over the link (GPM PCIE_RX_PER_SEC of a GPU instance)
+    pcie_tx: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,8 +126,9 @@ class TickState:
 
 
 def compute_tick(tick: int, *, models: list[GpuModel], limits: list[float], gpu_uuids: list[str],
-                 layouts: list[GpuLayout], sources: list[WorkloadSource]) -> TickState:
-    """The whole node at ``tick``; pure in its arguments."""
+                 layouts: list[GpuLayout], sources: list[WorkloadSource],
+                 schedulers: list[str] | None = None) -> TickState:
+    """The whole node at ``tick``; pure in its arguments. ``schedulers``: per GPU, a key of contention.SCHEDULERS."""
     domains: dict[tuple[int, int | None], list[WorkloadSource]] = {}
     for source in sources:
         if not source.pod.running(tick):
@@ -137,17 +144,19 @@ def compute_tick(tick: int, *, models: list[GpuModel], limits: list[float], gpu_
     failures: list[AllocationFailure] = []
     gpus = []
     for index, model in enumerate(models):
+        share = SCHEDULERS[schedulers[index]] if schedulers else water_fill
         gpus.append(_gpu_state(tick, model=model, limit=limits[index], uuid=gpu_uuids[index],
-                               layout=layouts[index], domains=domains, failures=failures))
+                               layout=layouts[index], domains=domains, failures=failures, share=share))
     return TickState(tick=tick, gpus=tuple(gpus), allocation_failures=tuple(failures))
 
 
 def _shared_domain(tick: int, sources: list[WorkloadSource], *, uuid: str, total: int, reserved: int,
-                   instance: InstanceLayout | None, failures: list[AllocationFailure]) -> tuple[DomainState, list]:
+                   instance: InstanceLayout | None, failures: list[AllocationFailure],
+                   share: Callable[[list[float]], list[float]] = water_fill) -> tuple[DomainState, list]:
     memory_demand = [int(source.memory(tick)) for source in sources]
     granted = allocate_memory(memory_demand, total - reserved)
-    sm = water_fill([source.sm(tick) for source in sources])
-    dram = water_fill([source.dram(tick) for source in sources])
+    sm = share([source.sm(tick) for source in sources])
+    dram = share([source.dram(tick) for source in sources])
     gi = instance.gpu_instance if instance else NOT_ATTRIBUTABLE
     ci = instance.compute_instance if instance else NOT_ATTRIBUTABLE
     processes = []
@@ -164,49 +173,98 @@ def _shared_domain(tick: int, sources: list[WorkloadSource], *, uuid: str, total
     return domain, pcie
 
 
+def _split_gpu_instance(tick: int, members: list[InstanceLayout], *, domains: dict, gpu: int,
+                        failures: list[AllocationFailure]) -> list[tuple[InstanceLayout, DomainState, list]]:
+    """A GPU instance split into compute instances: one memory pool and one DRAM bandwidth for all their processes,
+    SM time per compute instance. A process granted less DRAM bandwidth than it asks for gets through
+    proportionally less work (memory-bound kernels wait on DRAM), so its SM activity falls with it, unless it serves
+    a fixed request rate (``fixed_rate``): then each request takes longer and its SMs are busier."""
+    first = members[0]
+    per_ci = [domains.get((gpu, member.slot), []) for member in members]
+    sources = [source for group in per_ci for source in group]
+    memory_demand = [int(source.memory(tick)) for source in sources]
+    granted = allocate_memory(memory_demand, first.memory_total - MIG_RESERVED_BYTES)
+    dram_demand = [source.dram(tick) for source in sources]
+    dram = water_fill(dram_demand)
+    pool_used, pool_dram = sum(granted), min(sum(dram), 1.0)
+    result, position = [], 0
+    for member, group in zip(members, per_ci):
+        sm = water_fill([source.sm(tick) for source in group])
+        processes = []
+        for own, source in enumerate(group):
+            at = position + own
+            if granted[at] < memory_demand[at]:
+                failures.append(AllocationFailure(source.pod.key, member.uuid, memory_demand[at], granted[at]))
+            slowdown = dram_demand[at] / dram[at] if dram[at] > 0 and dram_demand[at] > dram[at] else 1.0
+            # A batch job gets less done in the same SM time; a server at a fixed request rate keeps up by staying
+            # busy longer per request (its SMs wait on DRAM), so its activity rises instead.
+            busy = min(1.0, sm[own] * slowdown) if source.pod.workload.fixed_rate else sm[own] / slowdown
+            processes.append(ProcessState(pid=source.pod.pid, pod=source.pod, device_uuid=member.uuid,
+                                          gpu_instance=member.gpu_instance, compute_instance=member.compute_instance,
+                                          memory_used=granted[at], memory_demand=memory_demand[at], sm=busy,
+                                          dram=dram[at], assigned=source.assigned, dram_slowdown=slowdown))
+        position += len(group)
+        domain = DomainState(busy=min(sum(p.sm for p in processes), 1.0), sm=0.0, dram=pool_dram,
+                             memory_used=pool_used, memory_total=first.memory_total,
+                             memory_reserved=MIG_RESERVED_BYTES, processes=tuple(processes), layout=member)
+        result.append((member, domain, [(source.pcie_rx(tick), source.pcie_tx(tick)) for source in group]))
+    return result
+
+
 def _gpu_state(tick: int, *, model: GpuModel, limit: float, uuid: str, layout: GpuLayout,
-               domains: dict, failures: list[AllocationFailure]) -> GpuState:
+               domains: dict, failures: list[AllocationFailure],
+               share: Callable[[list[float]], list[float]] = water_fill) -> GpuState:
     parts: list[tuple[DomainState, float]] = []  # (domain, share of the GPU's SMs)
     pcie: list[tuple[float, float]] = []
     if layout.mig_enabled:
         for instance in layout.instances:
+            if instance.gi_compute_instances > 1:
+                if instance.compute_instance == 0:
+                    members = [i for i in layout.instances if i.gpu_instance == instance.gpu_instance]
+                    for member, domain, streams in _split_gpu_instance(tick, members, domains=domains,
+                                                                       gpu=layout.index, failures=failures):
+                        parts.append((domain, member.sm_share))
+                        pcie.extend(streams)
+                continue
             domain, streams = _shared_domain(tick, domains.get((layout.index, instance.slot), []),
                                              uuid=instance.uuid, total=instance.memory_total,
-                                             reserved=MIG_RESERVED_BYTES, instance=instance, failures=failures)
+                                             reserved=MIG_RESERVED_BYTES, instance=instance, failures=failures,
+                                             share=share)
             parts.append((domain, instance.sm_share))
             pcie.extend(streams)
     else:
         domain, streams = _shared_domain(tick, domains.get((layout.index, None), []), uuid=uuid,
                                          total=model.memory_mib * MIB, reserved=model.reserved_mib * MIB,
-                                         instance=None, failures=failures)
+                                         instance=None, failures=failures, share=share)
         parts.append((domain, 1.0))
         pcie.extend(streams)
+    parts, rx_total, tx_total = share_link(parts, pcie, capacity=model.pcie_bytes_per_second)
     demand = sum(dynamic_watts(model, share, domain.busy) for domain, share in parts)
     power = govern_power(model, limit_watts=limit, dynamic_watts=demand)
     factor = power.clock_factor
     scaled = [(_with_work(domain, factor), share) for domain, share in parts]
     reasons = (CLOCK_REASON_SW_POWER_CAP if power.capped else 0) | (CLOCK_REASON_GPU_IDLE if demand <= 0 else 0)
-    rx = scale_to_link([stream[0] for stream in pcie], model.pcie_bytes_per_second)
-    tx = scale_to_link([stream[1] for stream in pcie], model.pcie_bytes_per_second)
     if layout.mig_enabled:
         instances = {domain.layout.slot: domain for domain, _ in scaled}
+        pools = list({domain.layout.gpu_instance: domain for domain, _ in scaled}.values())  # memory, DRAM per GI
         whole = DomainState(
             busy=sum(domain.busy * share for domain, share in scaled),
             sm=sum(domain.sm * share for domain, share in scaled),
-            dram=sum(domain.dram * domain.memory_total for domain, _ in scaled) / (model.memory_mib * MIB),
-            memory_used=sum(domain.memory_used for domain, _ in scaled),
+            dram=sum(domain.dram * domain.memory_total for domain in pools) / (model.memory_mib * MIB),
+            memory_used=sum(domain.memory_used for domain in pools),
             memory_total=model.memory_mib * MIB,
-            memory_reserved=model.reserved_mib * MIB + sum(domain.memory_reserved for domain, _ in scaled),
+            memory_reserved=model.reserved_mib * MIB + sum(domain.memory_reserved for domain in pools),
             processes=tuple(process for domain, _ in scaled for process in domain.processes))
     else:
         instances, whole = {}, scaled[0][0]
     return GpuState(index=layout.index, layout=layout, power_watts=power.power_watts, power_limit_watts=limit,
                     sm_clock_mhz=power.sm_clock_mhz, clock_reasons=reasons,
                     temperature_celsius=power.temperature_celsius, whole=whole, instances=instances,
-                    pcie_rx_bytes=sum(rx), pcie_tx_bytes=sum(tx))
+                    pcie_rx_bytes=rx_total, pcie_tx_bytes=tx_total)
 
 
 def _with_work(domain: DomainState, clock_factor: float) -> DomainState:
     return DomainState(busy=domain.busy, sm=domain.busy * clock_factor, dram=domain.dram,
                        memory_used=domain.memory_used, memory_total=domain.memory_total,
-                       memory_reserved=domain.memory_reserved, processes=domain.processes, layout=domain.layout)
+                       memory_reserved=domain.memory_reserved, processes=domain.processes, layout=domain.layout,
+                       pcie_rx=domain.pcie_rx, pcie_tx=domain.pcie_tx)

@@ -124,6 +124,8 @@ class SimulatedWorld:
                 (u.namespace, u.pod, u.container, u.namespace, u.claim, driver, node, u.device) for u in uses])
             self.dra.sync(tick=tick, devices=dra_devices(self.node, tick), uses=uses)
         self.proc.sync(self.node.processes(tick))
+        if self.scenario.kubelet_outages:  # the kubelet answers as a failing one would while an outage lasts
+            self.kubelet.rate_limit = any(outage.covers(tick) for outage in self.scenario.kubelet_outages)
 
     def _sync_pod(self, pod: PodSpec, tick: int) -> None:
         key = pod.key

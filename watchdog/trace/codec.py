@@ -17,8 +17,11 @@ from typing import Any, Mapping
 
 from watchdog.model import (
     Attribution,
+    ClaimRef,
     ContainerInfo,
+    EMPTY,
     GpuSample,
+    HostProcess,
     InstanceActivity,
     MigSample,
     NodeSample,
@@ -140,7 +143,31 @@ def encode_attribution(attribution: Attribution) -> Json:
         "devices": {uuid: [encode_pod_ref(ref) for ref in refs] for uuid, refs in attribution.devices.items()},
         "processes": {str(pid): encode_pod_ref(ref) for pid, ref in attribution.processes.items()},
         "pods": [_encode_pod(info) for info in attribution.pods.values()],
+        "claims": _encode_claims(attribution.claims),
+        "slices_ok": attribution.slices_ok,
+        "claims_held": attribution.claims_held,
+        # Optional (with the unauthorized_host finding): written only when some process NVML reports is in no pod.
+        **({"host_processes": {str(pid): {"cgroup": host.cgroup, "command": host.command}
+                               for pid, host in attribution.host_processes.items()}}
+           if attribution.host_processes else {}),
     }
+
+
+def _encode_claims(claims: Mapping[tuple[str, str], ClaimRef]) -> Json:
+    # Nested by device like "devices", so a hand-written trace reads the same way: uuid → "ns/pod" → claim.
+    out: dict[str, Json] = {}
+    for (uuid, pod_key), claim in sorted(claims.items()):
+        out.setdefault(uuid, {})[pod_key] = {"namespace": claim.namespace, "name": claim.name}
+    return out
+
+
+def _decode_claims(data: Mapping[str, Mapping[str, Mapping[str, str]]]) -> Mapping[tuple[str, str], ClaimRef]:
+    if not data:
+        return MappingProxyType({})
+    return MappingProxyType({
+        (uuid, pod_key): ClaimRef(namespace=claim["namespace"], name=claim["name"])
+        for uuid, holders in data.items() for pod_key, claim in holders.items()
+    })
 
 
 def _encode_pod(info: PodInfo) -> Json:
@@ -177,14 +204,19 @@ def decode_attribution(data: Mapping[str, Any]) -> Attribution:
             if all(ref.key != info.ref.key for ref in holders):
                 holders.append(info.ref)
     processes = {int(pid): decode_pod_ref(ref) for pid, ref in data.get("processes", {}).items()}
+    hosts = {int(pid): _build(HostProcess, host) for pid, host in data.get("host_processes", {}).items()}
     return Attribution(
         devices=MappingProxyType({uuid: tuple(refs) for uuid, refs in devices.items()}),
         processes=MappingProxyType(processes),
         index=PodIndex(pods),  # the tenant label is the replay's to apply (Attribution.with_tenant_label)
+        claims=_decode_claims(data.get("claims", {})),
+        slices_ok=data.get("slices_ok"),
+        claims_held=int(data.get("claims_held", 0)),
         # Required by the schema; a caller that skipped it gets "unhealthy", never a licence to act on absences.
         healthy=bool(data.get("healthy", False)),
         kubelet_ok=data.get("kubelet_ok", True),
         api_ok=data.get("api_ok", True),
+        host_processes=MappingProxyType(hosts) if hosts else EMPTY,
     )
 
 

@@ -97,7 +97,11 @@ def compact_attribution(attribution: Json) -> Json:
         del out["kubelet_ok"]
     if out.get("api_ok") is True:
         del out["api_ok"]
-    for key in ("devices", "processes", "pods"):
+    if "slices_ok" in out and out["slices_ok"] is None:
+        del out["slices_ok"]
+    if out.get("claims_held") == 0:
+        del out["claims_held"]
+    for key in ("devices", "processes", "pods", "claims"):
         if key in out and not out[key]:
             del out[key]
     if "pods" in out:

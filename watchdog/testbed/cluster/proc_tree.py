@@ -1,7 +1,8 @@
-"""Writes the /proc/<pid>/cgroup files a real node would have for the simulated GPU processes.
+"""Writes the /proc/<pid>/cgroup and /proc/<pid>/comm files a real node would have for the simulated GPU processes.
 
 The agent's ProcReader reads them exactly as it reads the host's /proc, so the simulated processes are placed in
 their pods by the same cgroup parsing a real node relies on (containerd under the systemd cgroup driver, cgroup v2).
+A process in no pod (scenario ``host_processes``) gets its own cgroup path and command instead.
 """
 
 from __future__ import annotations
@@ -44,8 +45,13 @@ class ProcTree:
             process = wanted[pid]
             directory = self.root / str(pid)
             directory.mkdir(exist_ok=True)
-            cid = container_id_for(process.pod_uid, process.container)
-            tmp = directory / "cgroup.tmp"
-            tmp.write_text(cgroup_line(pod_uid=process.pod_uid, container_id=cid), encoding="utf-8")
-            os.replace(tmp, directory / "cgroup")
+            if process.cgroup:
+                line, command = f"0::{process.cgroup}\n", process.command
+            else:
+                cid = container_id_for(process.pod_uid, process.container)
+                line, command = cgroup_line(pod_uid=process.pod_uid, container_id=cid), process.container[:15]
+            for name, text in (("comm", f"{command}\n"), ("cgroup", line)):  # cgroup last: the reader starts there
+                tmp = directory / f"{name}.tmp"
+                tmp.write_text(text, encoding="utf-8")
+                os.replace(tmp, directory / name)
         self._pids = set(wanted)

@@ -28,7 +28,7 @@ _METRIC_INFO = {
     pynvml.NVML_GPM_METRIC_PCIE_TX_PER_SEC: (b"pcie_tx", b"PCIe transmit bandwidth", b"MiB/sec"),
     pynvml.NVML_GPM_METRIC_PCIE_RX_PER_SEC: (b"pcie_rx", b"PCIe receive bandwidth", b"MiB/sec"),
 }
-_WHOLE_GPU_ONLY = {pynvml.NVML_GPM_METRIC_PCIE_TX_PER_SEC, pynvml.NVML_GPM_METRIC_PCIE_RX_PER_SEC}
+_PCIE = {pynvml.NVML_GPM_METRIC_PCIE_TX_PER_SEC, pynvml.NVML_GPM_METRIC_PCIE_RX_PER_SEC}
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,10 +51,11 @@ def _metric(state: GpuState, slot: int | None, metric: int) -> float | None:
         return 100.0 * domain.dram
     if metric == pynvml.NVML_GPM_METRIC_GRAPHICS_UTIL:
         return 100.0 * domain.busy
+    # PCIe per GPU instance, as nvidia_gpu_exporter reads it through nvmlGpmMigSampleGet; the whole GPU's otherwise.
     if metric == pynvml.NVML_GPM_METRIC_PCIE_TX_PER_SEC:
-        return state.pcie_tx_bytes / 2**20
+        return (state.pcie_tx_bytes if slot is None else domain.pcie_tx) / 2**20
     if metric == pynvml.NVML_GPM_METRIC_PCIE_RX_PER_SEC:
-        return state.pcie_rx_bytes / 2**20
+        return (state.pcie_rx_bytes if slot is None else domain.pcie_rx) / 2**20
     return None
 
 
@@ -140,7 +141,8 @@ class GpmEventCalls(NvmlBase):
     def _interval_averages(self, first: _Taken, second: _Taken, metrics: list[int]) -> list[float | None]:
         tick_seconds = self._node.scenario.tick_seconds
         start, end = first.time, second.time
-        supported = [metric in _METRIC_INFO and not (first.slot is not None and metric in _WHOLE_GPU_ONLY)
+        per_instance_pcie = self._node.pcie_per_instance(first.gpu)
+        supported = [metric in _METRIC_INFO and (first.slot is None or per_instance_pcie or metric not in _PCIE)
                      for metric in metrics]
         totals = [0.0] * len(metrics)
         for tick in range(math.floor(start / tick_seconds + 1e-9), math.floor(end / tick_seconds + 1e-9) + 1):

@@ -144,6 +144,14 @@ class TelemetryCalls(NvmlBase):
             return int(state.pcie_rx_bytes / 1024)
         raise nvml_error(pynvml.NVML_ERROR_INVALID_ARGUMENT)
 
+    @nvml_call
+    def nvmlDeviceGetCurrPcieLinkGeneration(self, handle):
+        return self._node.models[self._parent(handle)].pcie_generation
+
+    @nvml_call
+    def nvmlDeviceGetCurrPcieLinkWidth(self, handle):
+        return self._node.models[self._parent(handle)].pcie_width
+
     # -------------------------------------------------------------------------------------- processes
 
     @nvml_call

@@ -1,0 +1,122 @@
+"""GPU use from outside Kubernetes: a process in no pod on a device the kubelet gave to a pod.
+
+Pure (no I/O). A container started by hand (``docker run --gpus``), a host tool left running or a miner takes memory
+and SM time from the pod the device was given to, and neither the kubelet nor a scheduler such as HAMi can see it;
+interference judging only counts it as ``excluded_rise``. Here it is reported as its own kind,
+``unauthorized_host``, which is report-only (``REPORT_ONLY_KINDS``): there is no pod to evict, and the action stage
+and the controller refuse it. The evidence is what an operator needs to find it on the node: the PID, its cgroup
+path (``/proc/<pid>/cgroup``) and command (``/proc/<pid>/comm``), the device and the pods it was given to.
+
+A process is judged only when attribution is healthy (with the kubelet or the API unread, "no pod" may only mean
+"not known yet") and only after ``for_ticks`` consecutive ticks (a short-lived probe is not worth a page). Node agents
+that open every GPU by design (DCGM's nv-hostengine, nvidia-persistenced, the device plugin as a host service) are
+exempt by command or cgroup pattern (``unauthorized.exempt_commands`` / ``exempt_cgroups``). A PID whose cgroup could
+not be read is not in ``Attribution.host_processes`` and is never judged: unreadable is not "in no pod".
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from fnmatch import fnmatchcase
+
+from watchdog.config.detection import DetectionPolicy, UnauthorizedPolicy
+from watchdog.detection.domains import Device
+from watchdog.detection.runs import Run, Runs
+from watchdog.model import Attribution, Finding, FindingKind, HostProcess, ProcessSample, Severity
+
+
+def host_exempt(host: HostProcess, policy: UnauthorizedPolicy) -> bool:
+    """Whether a process in no pod is a known node agent, by its command or its cgroup path."""
+    return any(fnmatchcase(host.command, pattern) for pattern in policy.exempt_commands) or any(
+        fnmatchcase(host.cgroup, pattern) for pattern in policy.exempt_cgroups
+    )
+
+
+class HostProcessDetector:
+    def __init__(self, policy: DetectionPolicy) -> None:
+        self._policy = policy
+        self._runs = Runs()
+        self._open: dict[str, Finding] = {}
+
+    def set_policy(self, policy: DetectionPolicy) -> None:
+        self._policy = policy
+
+    def step(self, devices: list[Device], attribution: Attribution, *, tick: int, timestamp: float) -> list[Finding]:
+        policy = self._policy.unauthorized
+        if not (policy.enabled and policy.host_processes):
+            self._runs, self._open = Runs(), {}
+            return []
+        if not attribution.healthy:
+            return self._report(tick)  # cannot tell: neither raise nor clear anything
+        observed: set[str] = set()
+        for device in devices:
+            if not device.assigned:
+                continue  # a device no pod was given is nobody's to defend
+            hosts = [(proc, attribution.host_processes.get(proc.pid)) for proc in device.processes]
+            outside = [(proc, host) for proc, host in hosts if host is not None and not host_exempt(host, policy)]
+            for proc, host in outside:
+                key = f"unauthorized-host/{device.uuid}/{proc.pid}"
+                observed.add(key)
+                run = self._runs.hold(key, tick=tick, timestamp=timestamp, for_ticks=policy.for_ticks)
+                if run.active:
+                    self._open[key] = self._finding(device, proc, host, key=key, run=run, tick=tick)
+        self._runs.end_unless(observed)
+        for key in list(self._open):
+            if self._runs.get(key) is None:
+                del self._open[key]
+        return self._report(tick)
+
+    def _finding(self, device: Device, proc: ProcessSample, host: HostProcess, *, key: str, run: Run,
+                 tick: int) -> Finding:
+        used = proc.used_memory_bytes or 0
+        memory_ratio = used / device.memory_total if device.memory_total else 0.0
+        # Per-process SM time exists off MIG only (nvmlDeviceGetProcessUtilization); GPM's SM activity on a MIG
+        # device is the instance's, which the process shares with the pod: there, its memory is the measure.
+        sm = proc.sm_util
+        share = max(memory_ratio, sm or 0.0)
+        critical = share >= self._policy.unauthorized.host_critical_ratio
+        given = ", ".join(ref.key for ref in device.assigned)
+        evidence: dict[str, float | int | str] = {
+            "pid": proc.pid,
+            "command": host.command,
+            "cgroup": host.cgroup,
+            "device": device.uuid,
+            "gpu_uuid": device.gpu.uuid,
+            "assigned_to": ",".join(ref.key for ref in device.assigned),
+            "used_memory_bytes": int(used),
+            "memory_ratio": round(memory_ratio, 4),
+            "ticks": run.ticks,
+        }
+        if sm is not None:
+            evidence["sm_share"] = round(sm, 4)
+        return Finding(
+            kind=FindingKind.UNAUTHORIZED_HOST,
+            key=key,
+            domain=f"{'mig' if device.mig else 'gpu'}/{device.uuid}",
+            resource="device",
+            severity=Severity.CRITICAL if critical else Severity.WARNING,
+            first_tick=run.first_tick,
+            last_tick=tick,
+            since=run.since,
+            victims=device.assigned,
+            culprit=None,  # no pod: nothing to evict
+            evidence=evidence,
+            usage={f"pid/{proc.pid}": float(used)},
+            needed=float(used),
+            message=f"process {proc.pid} ({host.command or '?'}, cgroup {host.cgroup or '?'}) belongs to no pod and "
+            f"uses {used / 2**30:.1f} GiB on {device.uuid}, which the kubelet gave {given}",
+            gpu_uuid=device.gpu.uuid,
+            mig_uuid=device.uuid if device.mig else "",
+        )
+
+    def _report(self, tick: int) -> list[Finding]:
+        """Open findings; those not re-judged this tick are unobserved, and dropped once `stale_ticks` old."""
+        stale = self._policy.unauthorized.stale_ticks
+        findings = []
+        for key, finding in list(self._open.items()):
+            if tick - finding.last_tick > stale:
+                del self._open[key]
+                self._runs.end(key)
+            else:
+                findings.append(finding if finding.last_tick == tick else replace(finding, observed=False))
+        return findings
