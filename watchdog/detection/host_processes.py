@@ -16,12 +16,11 @@ not be read is not in ``Attribution.host_processes`` and is never judged: unread
 
 from __future__ import annotations
 
-from dataclasses import replace
 from fnmatch import fnmatchcase
 
 from watchdog.config.detection import DetectionPolicy, UnauthorizedPolicy
 from watchdog.detection.domains import Device
-from watchdog.detection.runs import Run, Runs
+from watchdog.detection.runs import Run, Runs, report_open
 from watchdog.model import Attribution, Finding, FindingKind, HostProcess, ProcessSample, Severity
 
 
@@ -110,13 +109,4 @@ class HostProcessDetector:
         )
 
     def _report(self, tick: int) -> list[Finding]:
-        """Open findings; those not re-judged this tick are unobserved, and dropped once `stale_ticks` old."""
-        stale = self._policy.unauthorized.stale_ticks
-        findings = []
-        for key, finding in list(self._open.items()):
-            if tick - finding.last_tick > stale:
-                del self._open[key]
-                self._runs.end(key)
-            else:
-                findings.append(finding if finding.last_tick == tick else replace(finding, observed=False))
-        return findings
+        return report_open(self._open, self._runs, tick=tick, stale_ticks=self._policy.unauthorized.stale_ticks)

@@ -7,8 +7,10 @@ the sample) is left alone, so a gap in the data neither resolves nor restarts a 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
+
+from watchdog.model import Finding
 
 
 @dataclass(slots=True)
@@ -54,3 +56,16 @@ class Runs:
         for key in list(self._runs):
             if key not in observed_true and not (missing is not None and missing(key)):
                 del self._runs[key]
+
+
+def report_open(open_findings: dict[str, Finding], runs: Runs, *, tick: int, stale_ticks: int) -> list[Finding]:
+    """The open findings at ``tick``: those not re-judged this tick are marked unobserved, and dropped (with their
+    run) once ``stale_ticks`` old. ``open_findings`` is the detector's own map and is pruned in place."""
+    findings = []
+    for key, finding in list(open_findings.items()):
+        if tick - finding.last_tick > stale_ticks:
+            del open_findings[key]
+            runs.end(key)
+        else:
+            findings.append(finding if finding.last_tick == tick else replace(finding, observed=False))
+    return findings

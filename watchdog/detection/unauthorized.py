@@ -15,14 +15,12 @@ stays open unobserved (`observed=False`) for at most `stale_ticks`. Processes in
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Callable
 
-from watchdog.config.detection import DetectionPolicy
+from watchdog.config.detection import DetectionPolicy, UnauthorizedPolicy
 from watchdog.detection.domains import Device
 from watchdog.detection.host_processes import HostProcessDetector
-from watchdog.detection.runs import Runs
-from watchdog.config.detection import UnauthorizedPolicy
+from watchdog.detection.runs import Runs, report_open
 from watchdog.model import Attribution, Finding, FindingKind, PodInfo, PodRef, Severity
 
 
@@ -126,13 +124,4 @@ class UnauthorizedDetector:
         return self._report(tick)
 
     def _report(self, tick: int) -> list[Finding]:
-        """Open findings; those not re-judged this tick are unobserved, and dropped once `stale_ticks` old."""
-        stale = self._policy.unauthorized.stale_ticks
-        findings = []
-        for key, finding in list(self._open.items()):
-            if tick - finding.last_tick > stale:
-                del self._open[key]
-                self._runs.end(key)
-            else:
-                findings.append(finding if finding.last_tick == tick else replace(finding, observed=False))
-        return findings
+        return report_open(self._open, self._runs, tick=tick, stale_ticks=self._policy.unauthorized.stale_ticks)
