@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import math
-import shutil
 import subprocess
 import time
 
@@ -22,7 +21,7 @@ import pytest
 
 from tests.dashboards.test_dashboards import FILES, all_panels, load
 from tests.service.conftest import SCENARIOS, Driver
-from tests.service.test_prometheus_signals import free_port
+from tests.prometheus_server import prometheus as real_prometheus
 from watchdog.kube.client import KubeApi
 from watchdog.service.agent import Agent
 from watchdog.testbed.clock import SimClock
@@ -98,16 +97,7 @@ async def demo_prometheus(tmp_path):
     done = subprocess.run(["promtool", "tsdb", "create-blocks-from", "openmetrics", str(source), str(data)],
                           capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
-    port = free_port()
-    config = tmp_path / "prometheus.yml"
-    config.write_text("global: {scrape_interval: 1m}\nscrape_configs: []\n")
-    process = subprocess.Popen(
-        [shutil.which("prometheus") or "/usr/bin/prometheus", f"--config.file={config}",
-         f"--storage.tsdb.path={data}", f"--web.listen-address=127.0.0.1:{port}"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
+    with real_prometheus(tmp_path, target_port=None, scrape_interval="1m", data=data) as url:
         async with aiohttp.ClientSession() as session:
             deadline = asyncio.get_running_loop().time() + 60  # bounded: Prometheus opens the blocks, then answers
             while True:
@@ -120,9 +110,6 @@ async def demo_prometheus(tmp_path):
                 assert asyncio.get_running_loop().time() < deadline, "Prometheus did not become ready"
                 await asyncio.sleep(0.2)
         yield url, start, start + TICKS - 1
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
 
 
 def grafana_expr(expr: str, *, span: int) -> str:

@@ -4,14 +4,12 @@ which driver a node runs; an unreachable Prometheus is one line, and the audit f
 from __future__ import annotations
 
 import asyncio
-import shutil
-import socket
-import subprocess
 
 import pytest
-from aiohttp import web
 
 from tests.isolation.conftest import audit_json
+from tests.prometheus_server import free_port, serving_metrics
+from tests.prometheus_server import prometheus as real_prometheus
 from watchdog.controller.agent_observations import read_agent_observations
 
 AGENT_SERIES = """\
@@ -30,43 +28,18 @@ gpu_watchdog_build_info{node="gpu-mig",version="0.1.0",python="3.11",driver_vers
 """
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
 
 @pytest.fixture
 async def prometheus(tmp_path):
     """A real Prometheus scraping the agents' series every second (honor_labels: the agents' `node` is kept)."""
-    async def metrics(_request: web.Request) -> web.Response:
-        return web.Response(text=AGENT_SERIES)
-
-    app = web.Application()
-    app.router.add_get("/metrics", metrics)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    target_port, prom_port = free_port(), free_port()
-    await web.TCPSite(runner, "127.0.0.1", target_port).start()
-    config = tmp_path / "prometheus.yml"
-    config.write_text("global: {scrape_interval: 1s}\nscrape_configs:\n  - job_name: agents\n    honor_labels: true\n"
-                      f"    static_configs: [{{targets: ['127.0.0.1:{target_port}']}}]\n")
-    process = subprocess.Popen(
-        [shutil.which("prometheus") or "/usr/bin/prometheus", f"--config.file={config}",
-         f"--storage.tsdb.path={tmp_path / 'data'}", f"--web.listen-address=127.0.0.1:{prom_port}"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{prom_port}"
-    try:
-        for _ in range(300):  # bounded: Prometheus starts and scrapes once within a few seconds
-            users, drivers, _ = await read_agent_observations(url, timeout=1.0)
-            if users and drivers:
-                break
-            await asyncio.sleep(0.1)
-        yield url
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
-        await runner.cleanup()
+    async with serving_metrics(lambda: AGENT_SERIES) as target_port:
+        with real_prometheus(tmp_path, target_port=target_port, job="agents") as url:
+            for _ in range(300):  # bounded: Prometheus starts and scrapes once within a few seconds
+                users, drivers, _ = await read_agent_observations(url, timeout=1.0)
+                if users and drivers:
+                    break
+                await asyncio.sleep(0.1)
+            yield url
 
 
 async def test_the_agents_name_the_shared_gpu_and_the_unlabelled_driver(cluster, tmp_path, prometheus):

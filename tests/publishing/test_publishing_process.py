@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import gzip
-import shutil
-import socket
 import subprocess
 import time
 import zlib
 
 import aiohttp
 import pytest
+from tests.prometheus_server import prometheus as real_prometheus
 from watchdog.config.publishing import PublishingSettings
 from watchdog.publishing import render
 from watchdog.publishing.process_metrics import ProcessMetrics, prepend_to_gzip
@@ -25,12 +24,6 @@ from watchdog.publishing.server import MetricsServer
 
 PROCESS_FAMILIES = ("process_cpu_seconds_total", "process_resident_memory_bytes", "process_open_fds",
                     "process_start_time_seconds", "process_max_fds", "process_virtual_memory_bytes")
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def samples(text: str) -> dict[str, float]:
@@ -88,37 +81,26 @@ async def test_a_real_prometheus_scrapes_both_gzip_members(rich_snapshot, tmp_pa
     server = MetricsServer.from_settings(PublishingSettings(host="127.0.0.1", port=0),
                                          snapshot_provider=lambda: rich_snapshot, alive=lambda: True)
     target = await server.start()
-    prom_port = free_port()
-    config = tmp_path / "prometheus.yml"
-    config.write_text("global: {scrape_interval: 1s}\nscrape_configs:\n  - job_name: agent\n"
-                      f"    static_configs: [{{targets: ['127.0.0.1:{target}']}}]\n")
-    process = subprocess.Popen(
-        [shutil.which("prometheus") or "/usr/bin/prometheus", f"--config.file={config}",
-         f"--storage.tsdb.path={tmp_path / 'data'}", f"--web.listen-address=127.0.0.1:{prom_port}"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
     query = 'count({job="agent", __name__=~"process_open_fds|gpu_watchdog_ready"})'
     try:
-        async with aiohttp.ClientSession() as session:
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + 60  # bounded: Prometheus starts, then scrapes once a second
-            found = 0.0
-            while found < 2:
-                assert loop.time() < deadline, "Prometheus never stored both the process and the node series"
-                await asyncio.sleep(0.5)
-                try:
-                    async with session.get(f"http://127.0.0.1:{prom_port}/api/v1/query",
-                                           params={"query": query}) as response:
-                        result = (await response.json())["data"]["result"]
-                except (aiohttp.ClientError, KeyError):
-                    continue
-                found = float(result[0]["value"][1]) if result else 0.0
-            async with session.get(f"http://127.0.0.1:{prom_port}/api/v1/query",
-                                   params={"query": 'scrape_samples_scraped{job="agent"}'}) as response:
-                scraped = float((await response.json())["data"]["result"][0]["value"][1])
+        with real_prometheus(tmp_path, target_port=target, job="agent", honor_labels=False) as url:
+            async with aiohttp.ClientSession() as session:
+                loop = asyncio.get_running_loop()
+                deadline = loop.time() + 60  # bounded: Prometheus starts, then scrapes once a second
+                found = 0.0
+                while found < 2:
+                    assert loop.time() < deadline, "Prometheus never stored both the process and the node series"
+                    await asyncio.sleep(0.5)
+                    try:
+                        async with session.get(f"{url}/api/v1/query", params={"query": query}) as response:
+                            result = (await response.json())["data"]["result"]
+                    except (aiohttp.ClientError, KeyError):
+                        continue
+                    found = float(result[0]["value"][1]) if result else 0.0
+                async with session.get(f"{url}/api/v1/query",
+                                       params={"query": 'scrape_samples_scraped{job="agent"}'}) as response:
+                    scraped = float((await response.json())["data"]["result"][0]["value"][1])
     finally:
-        process.terminate()
-        process.wait(timeout=30)
         await server.stop()
     assert scraped == len(samples(render(rich_snapshot, False).decode())) + len(PROCESS_FAMILIES)
     assert server.scrape_failures == 0

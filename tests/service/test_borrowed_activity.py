@@ -5,15 +5,14 @@ a crash and never a guess."""
 from __future__ import annotations
 
 import asyncio
-import shutil
-import subprocess
 
 import aiohttp
 import pytest
 from aiohttp import web
 
 from tests.service.conftest import SCENARIOS
-from tests.service.test_prometheus_signals import free_port
+from tests.prometheus_server import free_port, serving_metrics
+from tests.prometheus_server import prometheus as real_prometheus
 from watchdog.config import SignalsSettings
 from watchdog.detection.borrowed import with_borrowed
 from watchdog.detection.domains import devices_of
@@ -58,33 +57,12 @@ async def dcgm_prometheus(tmp_path):
     the exporter reports on (set by the test once the simulated node is up)."""
     target = {"uuid": "", "node": "sim-node-1"}
 
-    async def metrics(_request):
-        return web.Response(text=exposition(target["uuid"], target["node"]) if target["uuid"] else "")
+    def body() -> str:
+        return exposition(target["uuid"], target["node"]) if target["uuid"] else ""
 
-    app = web.Application()
-    app.router.add_get("/metrics", metrics)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    target_port, prom_port = free_port(), free_port()
-    await web.TCPSite(runner, "127.0.0.1", target_port).start()
-    config = tmp_path / "prometheus.yml"
-    config.write_text(
-        "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
-        "scrape_configs:\n"
-        f"  - job_name: dcgm-exporter\n    static_configs: [{{targets: ['127.0.0.1:{target_port}']}}]\n"
-        "    honor_labels: true\n"
-    )
-    process = subprocess.Popen(
-        [shutil.which("prometheus") or "/usr/bin/prometheus", f"--config.file={config}",
-         f"--storage.tsdb.path={tmp_path / 'data'}", f"--web.listen-address=127.0.0.1:{prom_port}"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    try:
-        yield f"http://127.0.0.1:{prom_port}", target
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
-        await runner.cleanup()
+    async with serving_metrics(body) as target_port:
+        with real_prometheus(tmp_path, target_port=target_port, job="dcgm-exporter") as url:
+            yield url, target
 
 
 async def test_dcgm_activity_reaches_detection_for_the_right_mig_devices(drive, dcgm_prometheus):

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import shutil
-import socket
-import subprocess
 
 import aiohttp
 import pytest
-from aiohttp import web
 
+from tests.prometheus_server import free_port, serving_metrics
+from tests.prometheus_server import prometheus as real_prometheus
 from watchdog.config import DetectionPolicy, Policy, SignalsSettings
 from watchdog.config.runtime import RuntimePolicy
 from watchdog.service.prometheus_signals import PrometheusSignals, parse_vector
@@ -21,51 +19,23 @@ POLICY = DetectionPolicy.model_validate(
 RUNTIME = RuntimePolicy.resolve(Policy(detection=POLICY))
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 @pytest.fixture
 async def prometheus(tmp_path):
     """A real Prometheus scraping a tiny app every second; yields (url, set_latency)."""
     latency = {"value": 0.2}
 
-    async def metrics(_request):
-        text = (
+    def body() -> str:
+        return (
             "# TYPE app_p99_latency_seconds gauge\n"
             f'app_p99_latency_seconds{{namespace="prod",pod="serve"}} {latency["value"]}\n'
             'app_p99_latency_seconds{namespace="prod"} 9\n'  # no pod label: not attributable, skipped
             'app_p99_latency_seconds{namespace="other",pod="x"} 7\n'  # another tenant's pod: never prod's signal
         )
-        return web.Response(text=text)
 
-    app = web.Application()
-    app.router.add_get("/metrics", metrics)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    target_port, prom_port = free_port(), free_port()
-    await web.TCPSite(runner, "127.0.0.1", target_port).start()
-    config = tmp_path / "prometheus.yml"
-    config.write_text(
-        "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
-        "scrape_configs:\n"
-        f"  - job_name: app\n    static_configs: [{{targets: ['127.0.0.1:{target_port}']}}]\n"
-        "    honor_labels: true\n"
-    )
-    process = subprocess.Popen(
-        [shutil.which("prometheus") or "/usr/bin/prometheus", f"--config.file={config}",
-         f"--storage.tsdb.path={tmp_path / 'data'}", f"--web.listen-address=127.0.0.1:{prom_port}"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{prom_port}"
-    try:
-        yield url, lambda value: latency.__setitem__("value", value)
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
-        await runner.cleanup()
+    async with serving_metrics(body) as target_port:
+        with real_prometheus(tmp_path, target_port=target_port, job="app") as url:
+            yield url, lambda value: latency.__setitem__("value", value)
 
 
 async def test_values_per_pod_from_a_real_prometheus(prometheus):
