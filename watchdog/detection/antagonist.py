@@ -24,10 +24,9 @@ import numpy as np
 
 from watchdog.config.detection import InterferencePolicy
 from watchdog.detection.domains import Domain, DomainKind
-from watchdog.detection.rings import SlotRing, pearson
+from watchdog.detection.rings import UNATTRIBUTED, SlotRing, pearson
 from watchdog.model import EMPTY, PodRef
 
-UNATTRIBUTED = "\x00unattributed"  # ring member for the use of processes no known pod owns
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,7 @@ from collections import Counter
 from functools import lru_cache
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Mapping
+from typing import Iterable, Mapping
 
 from watchdog.model import EMPTY, Attribution, GpuSample, MigSample, NodeSample, PodRef, PodUsage, ProcessSample
 
@@ -34,7 +34,12 @@ class DomainKind(StrEnum):
     PCIE = "pcie"
 
 
-@dataclass(frozen=True, slots=True)
+# Device and Domain are built afresh for every device and domain of every tick and never changed after: they are
+# plain (not frozen) dataclasses because a frozen dataclass's __init__ costs three times as much, about 0.2 ms a
+# tick on a 56-instance node (bench/bench_detection.py). Treat them as immutable.
+
+
+@dataclass(slots=True)
 class Device:
     """One allocatable device: a MIG instance, or a whole GPU when MIG is off."""
 
@@ -72,7 +77,7 @@ def profile_share(profile: str) -> float:
     return min(1.0, int(match.group(1) or match.group(2)) / MIG_COMPUTE_SLICES)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Domain:
     """A set of pods contending for one resource, with the raw numbers that say how contended it is."""
 
@@ -92,7 +97,7 @@ class Domain:
     victim_activity: Mapping[str, float | None] | None = None
 
 
-def _unique(refs: list[PodRef]) -> tuple[PodRef, ...]:
+def _unique(refs: Iterable[PodRef]) -> tuple[PodRef, ...]:
     seen: dict[str, PodRef] = {}
     for ref in refs:
         key = ref.key
@@ -122,8 +127,13 @@ def _device(
     attribution: Attribution,
     pooled: bool = False,
 ) -> Device:
-    assigned = _unique(list(attribution.devices.get(uuid, ())))
-    pods = _unique(list(assigned) + [user.ref for user in users if user.ref is not None])
+    given = attribution.devices.get(uuid, ())
+    assigned = tuple(given) if len(given) < 2 else _unique(given)
+    owners = [user.ref for user in users if user.ref is not None]
+    if not owners or (len(assigned) == 1 and all(ref.key == assigned[0].key for ref in owners)):
+        pods = assigned  # the common case: nobody but the pod it was given to runs there
+    else:
+        pods = _unique([*assigned, *owners])
     source = mig if mig is not None else gpu
     memory = {k: int(v) for k, v in _by_pod(users, "memory_bytes").items()}
     if not memory and len(pods) == 1 and source.memory_used_bytes is not None and not pooled:
@@ -218,8 +228,10 @@ def domains_of(devices: list[Device]) -> list[Domain]:
         for device in members:
             by_gi.setdefault(device.mig.gpu_instance, []).append(device)  # type: ignore[union-attr]
         for gi, instances in sorted(by_gi.items()):
+            if len(instances) < 2:
+                continue  # a GI of one compute instance: nothing inside it is shared
             pods = _unique([ref for d in instances for ref in d.pods])
-            if len(instances) < 2 or len(pods) < 2:
+            if len(pods) < 2:
                 continue
             dram = [d.mig.dram_bw_util for d in instances if d.mig.dram_bw_util is not None]  # type: ignore[union-attr]
             domains.append(

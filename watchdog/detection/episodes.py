@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from watchdog.detection.antagonist import Series
 from watchdog.detection.blind import BlindEpisode
 from watchdog.detection.domains import Domain
-from watchdog.detection.rings import Baseline, SlotRing, UseLevels
+from watchdog.detection.levels import LevelSet, UseLevels
+from watchdog.detection.rings import Baseline, SlotRing
 from watchdog.detection.scheduler_model import SchedulerEvidence
 from watchdog.model import PodRef
 
@@ -56,7 +57,6 @@ class PodState:
     blind: BlindEpisode | None = None  # degraded while no neighbour's use was known (detection/blind.py)
     levels: UseLevels = field(default_factory=UseLevels)  # the domain's use on this pod's baseline ticks
     learned_tick: int | None = None  # last tick its baseline learned (uncontended, active)
-    levels_shared: bool = False  # its `levels` are its domain's, shared by every pod (the PCIe link's)
 
 
 @dataclass(slots=True)
@@ -71,6 +71,7 @@ class DomainState:
     pods: dict[str, PodState] = field(default_factory=dict)
     closed: dict[str, ClosedEpisode] = field(default_factory=dict)  # culprit key → its last ended episode
     scheduler: SchedulerEvidence = field(default_factory=SchedulerEvidence)  # time-sliced: max-min or proportional
+    link_levels: LevelSet | None = None  # pcie: the link's use on its pods' baseline ticks, shared by all of them
 
     @property
     def rings(self) -> tuple[SlotRing, ...]:

@@ -7,7 +7,7 @@ busy is never a culprit unless somebody measurably suffers, and a sufferer witho
 alone (its own load, the weather, a driver hiccup) — unless nobody's use could be read at all (an A100 in MIG
 mode has no GPM): then it is reported with culprit unknown (`blind`), never dropped and never blamed on a guess.
 The victim signals per domain and the traps they avoid are explained in docs/detection.md; the per-tick state
-lives in `rings`, the signals in `signals`.
+lives in `rings` and `levels`, the signals in `victim_signals`.
 """
 
 from __future__ import annotations
@@ -15,13 +15,15 @@ from __future__ import annotations
 from typing import Callable, Mapping
 
 from watchdog.config.detection import DetectionPolicy
-from watchdog.detection.antagonist import UNATTRIBUTED, Before, find_antagonist
+from watchdog.detection.antagonist import Before, find_antagonist
 from watchdog.detection.blind import BlindEpisode, blind_to_neighbours, culprit_unknown_finding
 from watchdog.detection.domains import Domain, DomainKind
 from watchdog.detection.episodes import ClosedEpisode, DomainState, Episode, PodState
-from watchdog.detection.rings import Baseline, SlotRing
-from watchdog.detection.victim_signals import Signal, contended, fair_levels, victim_signal
-from watchdog.model import Attribution, Finding, FindingKind, PodRef, Severity
+from watchdog.detection.interference_finding import interference_finding
+from watchdog.detection.levels import LevelSet, learn_domain, learn_link
+from watchdog.detection.rings import UNATTRIBUTED, Baseline, SlotRing
+from watchdog.detection.victim_signals import NVML, Signal, contended, fair_levels, nvml_signal, victim_signal
+from watchdog.model import Attribution, Finding, PodRef
 
 
 class InterferenceDetector:
@@ -88,10 +90,15 @@ class InterferenceDetector:
     def _observe(self, state: DomainState, *, busy: bool, tick: int, external: Mapping[str, float]) -> None:
         policy = self._policy.interference
         mask = (1 << policy.flags_window) - 1
-        for ring in state.rings:
-            ring.advance()
         domain = state.domain
-        state.load.set(UNATTRIBUTED, domain.unattributed)
+        # Only the power domain weighs what its pods drive of it (antagonist.py): elsewhere the load is never read.
+        power = domain.kind is DomainKind.POWER
+        state.signal.advance()
+        state.use.advance()
+        state.flag.advance()
+        if power:
+            state.load.advance()
+            state.load.set(UNATTRIBUTED, domain.unattributed)
         fair = fair_levels(domain)
         # Below its fair level a pod can be starved only by a scheduler whose shares follow demand, and only while
         # the GPU has no idle time left (detection/scheduler_model.py).
@@ -99,63 +106,67 @@ class InterferenceDetector:
         squeezable = timesliced and state.scheduler.observe(domain, fair, policy=policy, tick=tick)
         overrides = self._policy.victim_signal_overrides
         own_activity = domain.victim_activity
+        # Locals, not attribute reads: this loop runs for every pod of every domain on every tick.
+        activities, shares, pods = domain.activity, domain.share, state.pods
+        use_ring, load_ring, signal_ring, flag_ring = state.use, state.load, state.signal, state.flag
+        min_active, tolerance = policy.victim_min_activity, policy.fair_share_tolerance
+        alpha = policy.baseline_alpha
         for ref in domain.pods:
             key = ref.key
-            activity = domain.activity.get(key)
+            activity = activities.get(key)
             own = activity if own_activity is None else own_activity.get(key)  # pcie: SM activity, not link use
             override = overrides.get(self._tenant_of(ref)) if overrides else None
-            signal = victim_signal(domain, own, override=override, external=external.get(key))
-            pod = state.pods.get(key)
-            if pod is None or pod.source != signal.source:
-                pod = state.pods[key] = PodState(Baseline(), signal.source)
-            pod.last_seen, pod.fair = tick, fair.get(key)
-            state.use.set(key, activity)
-            state.load.set(key, None if activity is None else activity * domain.share.get(key, 1.0))
-            # A tenant's own signal speaks for itself where the pod's use is unknown (an A100 MIG instance has no
-            # GPM): it is the tenant's measure of the service it gets, not of the work it does.
-            active = (own >= policy.victim_min_activity) if own is not None else signal.source == "override"
+            if override is None:
+                rules, value = NVML, nvml_signal(domain, own)
+            else:
+                rules = victim_signal(domain, own, override=override, external=external.get(key))
+                value = rules.value
+            source = rules.source
+            pod = pods.get(key)
+            if pod is None or pod.source != source:
+                pod = pods[key] = PodState(Baseline(), source)
+            pod.last_seen = tick
+            pod.fair = fair_level = fair.get(key)
+            if activity is not None:
+                use_ring.set(key, activity)
+                if power:
+                    load_ring.set(key, activity * shares.get(key, 1.0))
             outlier = False
-            if signal.value is not None:
+            if value is not None:
                 pod.signal_tick = tick
-                state.signal.set(key, signal.value)
-                at_fair = pod.fair is not None and activity is not None
-                at_fair = at_fair and activity >= pod.fair - policy.fair_share_tolerance  # type: ignore[operator]
-                at_fair = at_fair or squeezable
-                outlier = self._judge(
-                    pod, signal, domain=domain, busy=busy, active=active, at_fair_share=at_fair, tick=tick
-                )
-            pod.flags = ((pod.flags << 1) | int(outlier)) & mask
-            state.flag.set(key, 1.0 if outlier else 0.0)
+                signal_ring.set(key, value)
+                # A tenant's own signal speaks for itself where the pod's use is unknown (an A100 MIG instance has
+                # no GPM): it is the tenant's measure of the service it gets, not of the work it does.
+                if (own >= min_active) if own is not None else source == "override":
+                    if not busy and (power or override is not None):
+                        pod.baseline.update(value, alpha=alpha)  # unhindered, and no own drop to notice (_judge)
+                        pod.learned_tick = tick
+                    else:
+                        at_fair = squeezable or (
+                            fair_level is not None and activity is not None and activity >= fair_level - tolerance
+                        )
+                        outlier = self._judge(pod, value, rules, domain, busy, at_fair, tick)
+            pod.flags = ((pod.flags << 1) | outlier) & mask
+            flag_ring.set(key, 1.0 if outlier else 0.0)
         self._learn_levels(state, tick=tick)
 
     def _learn_levels(self, state: DomainState, *, tick: int) -> None:
-        """On each pod's baseline tick, remember what everybody in the domain used (see rings.UseLevels)."""
-        alpha = self._policy.interference.baseline_alpha
-        learners = [(key, pod) for key, pod in state.pods.items() if pod.learned_tick == tick]
-        if not learners:
+        """On each pod's baseline tick, remember what everybody in the domain used (see detection/levels.py)."""
+        pods = state.pods
+        if not any(pod.learned_tick == tick for pod in pods.values()):
             return
+        alpha = self._policy.interference.baseline_alpha
         domain = state.domain
-        use = dict(domain.activity)
-        load = {k: None if a is None else a * domain.share.get(k, 1.0) for k, a in use.items()}
-        load[UNATTRIBUTED] = domain.unattributed
-        shared = domain.kind is DomainKind.PCIE
-        if shared:
-            # Every pod of a link learns on the ticks the link is not full: one set of levels (the link's use then)
-            # serves them all, fed once a tick instead of once per pod (bench/bench_detection.py).
-            levels = next((pod.levels for pod in state.pods.values() if pod.levels_shared), learners[0][1].levels)
-            levels.update("use", use, alpha=alpha)
-            levels.update("load", load, alpha=alpha)
-        for key, pod in learners:
-            if shared:
-                if not pod.levels_shared:
-                    pod.levels.share_levels(levels)
-                    pod.levels_shared = True
-            else:
-                pod.levels.update("use", use, alpha=alpha)
-                pod.levels.update("load", load, alpha=alpha)
-            own = use.get(key)
-            if own is not None:
-                pod.levels.update_comovement(own, use, alpha=alpha, skip=key)
+        victims = [(key, pod.levels, pod.learned_tick == tick) for key, pod in pods.items()]
+        if domain.kind is DomainKind.PCIE:
+            link = state.link_levels
+            if link is None or not any(pod.levels.levels is link for pod in pods.values()):
+                link = state.link_levels = LevelSet()
+            learn_link(link, victims, domain.activity, alpha=alpha)
+            return
+        # Only the power domain weighs its members' use (antagonist.py): elsewhere the load is never read.
+        learn_domain(victims, domain.activity, domain.share, domain.unattributed, alpha=alpha,
+                     load=domain.kind is DomainKind.POWER)
 
     def _before(self, pod: PodState) -> Before:
         count = self._policy.interference.min_steady_ticks
@@ -167,30 +178,21 @@ class InterferenceDetector:
         )
 
     def _judge(
-        self,
-        pod: PodState,
-        signal: Signal,
-        *,
-        domain: Domain,
-        busy: bool,
-        active: bool,
-        at_fair_share: bool,
-        tick: int,
+        self, pod: PodState, value: float, rules: Signal, domain: Domain, busy: bool, at_fair_share: bool, tick: int
     ) -> bool:
-        """Is this tick an outlier for the pod? Learns the baseline on unhindered active ticks instead."""
+        """Is this tick an outlier for the active pod? ``rules``: how its signal's deviations are judged. On an
+        unhindered tick it learns the baseline instead, noting an own drop where a share fell with idle capacity
+        left (the power domain and an override learn without this call; see ``_observe``)."""
         policy = self._policy.interference
         base = pod.baseline
-        value = signal.value
-        assert value is not None
+        nvml = rules.source == "nvml"
         deviation = value - base.mean
-        floor = signal.min_deviation if signal.min_deviation is not None else policy.min_deviation
-        floor = max(floor, signal.min_relative_deviation * abs(base.mean))
+        floor = rules.min_deviation if rules.min_deviation is not None else policy.min_deviation
+        floor = max(floor, rules.min_relative_deviation * abs(base.mean))
         beyond = base.count > 0 and deviation > max(policy.k_sigma * base.std, floor)
-        beyond = beyond or (signal.threshold is not None and value >= signal.threshold)
-        if not active:
-            return False
+        beyond = beyond or (rules.threshold is not None and value >= rules.threshold)
         if not busy:
-            if beyond and domain.kind is not DomainKind.POWER and signal.source == "nvml":
+            if beyond:
                 # The share fell while the device had idle capacity: the pod's own demand dropped, not a neighbour.
                 pod.own_drop_tick = tick
             base.update(value, alpha=policy.baseline_alpha)
@@ -200,7 +202,7 @@ class InterferenceDetector:
             return False  # never saw it unhindered long enough: no baseline, no victim (e.g. synchronised starts)
         if pod.own_drop_tick is not None and tick - pod.own_drop_tick <= policy.correlation_window:
             return False
-        if domain.kind is DomainKind.TIMESLICE and signal.source == "nvml" and not at_fair_share:
+        if domain.kind is DomainKind.TIMESLICE and nvml and not at_fair_share:
             # Below its fair level, max-min fairness (water-filling) has given the pod all it asked for: whatever
             # its share lost, it was its own demand, not a neighbour. Only a pod held AT the level can be starved,
             # unless the GPU's scheduler was seen to squeeze pods below it and has no idle time now (`squeezable`).
@@ -214,8 +216,8 @@ class InterferenceDetector:
         activity = state.domain.activity
         low_mask = (1 << policy.release_window) - 1
         for key, pod in state.pods.items():
-            if pod.last_seen != tick:
-                continue
+            if pod.last_seen != tick or not (pod.flags or pod.episode or pod.blind):
+                continue  # unseen, or nothing flagged and nothing open: the common case, nothing to do
             count = pod.flags.bit_count()
             episode = pod.episode
             if episode is not None:
@@ -295,94 +297,11 @@ class InterferenceDetector:
                 if pod.episode is not None:
                     groups.setdefault(pod.episode.culprit.key, []).append((key, pod))
             for culprit_key, victims in sorted(groups.items()):
-                findings.append(self._finding(state, culprit_key, victims, attribution, tick=tick))
+                findings.append(interference_finding(
+                    state, culprit_key, victims, attribution, tick=tick, policy=self._policy.interference,
+                    tenant_of=self._tenant_of,
+                ))
             blind = [(key, pod.blind, pod.source) for key, pod in state.pods.items() if pod.blind is not None]
             if blind:
                 findings.append(culprit_unknown_finding(state.domain, blind, tick=tick))
         return findings
-
-    def _finding(
-        self,
-        state: DomainState,
-        culprit_key: str,
-        victims: list[tuple[str, PodState]],
-        attribution: Attribution,
-        *,
-        tick: int,
-    ) -> Finding:
-        policy = self._policy.interference
-        domain = state.domain
-        worst_key, worst = max(victims, key=lambda item: item[1].deviation)
-        episode = worst.episode
-        assert episode is not None
-        culprit = episode.culprit
-        info = attribution.pod(culprit)
-        refs = {ref.key: ref for ref in domain.pods}
-        victim_refs = tuple(refs[k] for k, _ in victims if k in refs)
-        episodes = [pod.episode for _, pod in victims if pod.episode is not None]
-        first = min(episodes, key=lambda e: e.first_tick)
-        last_observed = max(e.last_observed for e in episodes)
-        # Only the clock loss of the power domain is measured damage. A share that fell on a time-sliced GPU or a
-        # GPU instance may be the pod's own demand falling (NVML cannot see unmet demand), so those findings are
-        # report-only unless the victim's tenant supplied its own signal (docs/detection.md, "Severity").
-        overridden = any(pod.source == "override" for _, pod in victims)
-        # The GPU-instance domain judges DRAM by an SM-activity proxy (GPM gives DRAM per GI only): report-only
-        # unless the tenant's own signal says it suffers. Power, time-slicing and the PCIe link (its load and
-        # every GI's share measured, the victim's idle SMs its damage) rest on direct NVML evidence.
-        critical = domain.kind is not DomainKind.GPU_INSTANCE or overridden
-        evidence: dict[str, float | int | str] = {
-            "z_score": round(min(worst.z_score, 1e6), 3),
-            "deviation": round(worst.deviation, 4),
-            "baseline_mean": round(worst.baseline.mean, 4),
-            "baseline_std": round(worst.baseline.std, 4),
-            "correlation": round(episode.correlation, 3),
-            "antagonist_rise": round(episode.rise, 3),
-            "window": policy.correlation_window,
-            "flags": worst.flags.bit_count(),
-            "flags_window": policy.flags_window,
-            "signal": "override" if overridden else worst.source,
-            "victim": worst_key,
-        }
-        if domain.activity.get(culprit_key) is not None:
-            evidence["antagonist_use"] = round(float(domain.activity[culprit_key]), 4)
-        if domain.kind is DomainKind.POWER:
-            evidence["excluded_rise"] = round(episode.excluded_rise, 4)
-        if worst.fair is not None:
-            evidence["fair_share"] = round(worst.fair, 4)
-        if domain.kind is DomainKind.TIMESLICE:
-            evidence["scheduler"] = "proportional" if state.scheduler.proportional else "roundrobin"
-        if domain.clock_loss is not None:
-            evidence["clock_loss"] = round(domain.clock_loss, 4)
-        if domain.busy is not None:
-            evidence["busy"] = round(domain.busy, 4)
-        if domain.kind is DomainKind.PCIE and domain.gpu.pcie_link_bytes_per_second:
-            evidence["link_bytes_per_second"] = round(domain.gpu.pcie_link_bytes_per_second)
-        if info is not None:
-            evidence["culprit_priority"] = info.priority
-        usage = {
-            key: round(float(act) * domain.share.get(key, 1.0), 4)
-            for key, act in domain.activity.items()
-            if act is not None
-        }
-        return Finding(
-            kind=FindingKind.INTERFERENCE,
-            key=f"interference/{domain.key}/{culprit_key}",
-            domain=domain.key,
-            resource=domain.resource,
-            severity=Severity.CRITICAL if critical else Severity.WARNING,
-            first_tick=first.first_tick,
-            last_tick=last_observed,
-            since=first.since,
-            victims=victim_refs,
-            culprit=refs.get(culprit_key, culprit),
-            tenant=self._tenant_of(culprit),
-            evidence=evidence,
-            usage=usage,
-            message=(
-                f"{culprit_key} degrades {', '.join(r.key for r in victim_refs)} on {domain.key} "
-                f"({domain.resource}, r={episode.correlation:.2f})"
-            ),
-            observed=last_observed == tick,
-            gpu_uuid=domain.gpu.uuid,  # every sharing domain lies within one GPU (detection/domains.py)
-        )
-

@@ -9,8 +9,6 @@ a steady tick costs a handful of array stores.
 from __future__ import annotations
 
 import math
-from typing import Mapping
-
 import numpy as np
 
 
@@ -125,94 +123,5 @@ def pearson(x: np.ndarray, y: np.ndarray, *, min_points: int) -> float | None:
     return float(xd @ yd) / denom
 
 
-class UseLevels:
-    """What a victim's neighbours used on the victim's own baseline ticks, and how they moved with the victim.
-
-    The antagonist search compares a neighbour's use while the victim degrades with its use while the victim was
-    unhindered. Inside the correlation window alone that comparison fails twice: a culprit that ramps up slowly
-    has no "before" left in the window once the victim has degraded for a while, and a culprit that pauses a few
-    ticks (a checkpoint) leaves too few steady ticks to re-judge it. These levels are fed only on the ticks that
-    feed the victim's signal baseline, so they say what the neighbours used while the victim was *known* to be
-    fine, however long ago that was. A series is named by (what, member): ("use", "ns/pod"), ("load", …).
-
-    The same ticks give, per neighbour, an EWMA correlation of its use with the victim's own (`comovement`): pods
-    that rise and fall together while nothing is contended share a driver (diurnal traffic, a synchronised job),
-    and one of them tipping a shared cap at their common peak is not one hurting the other.
-    """
-
-    __slots__ = ("_levels", "_joint")
-
-    def __init__(self) -> None:
-        self._levels: dict[str, dict[str, Baseline]] = {}  # what → member → level
-        self._joint: dict[str, list[float]] = {}  # member → [count, mean own, mean its, var own, var its, cov]
-
-    def update(self, what: str, values: Mapping[str, float | None], *, alpha: float) -> None:
-        series = self._levels.get(what)
-        if series is None:
-            series = self._levels[what] = {}
-        keep = 1.0 - alpha
-        isfinite = math.isfinite
-        for member, value in values.items():
-            if value is None or not isfinite(value):
-                continue
-            level = series.get(member)
-            if level is None:
-                level = series[member] = Baseline()
-            # Baseline.update inlined: this runs for every neighbour of every learning pod on every tick.
-            if level.count == 0:
-                level.mean, level.var = value, 0.0
-            else:
-                delta = value - level.mean
-                level.mean += alpha * delta
-                level.var = keep * (level.var + alpha * delta * delta)
-            level.count += 1
-
-    def update_comovement(
-        self, own: float, others: Mapping[str, float | None], *, alpha: float, skip: str | None = None
-    ) -> None:
-        """``others``: every member's use; ``skip``: the victim's own key among them."""
-        keep = 1.0 - alpha
-        isfinite = math.isfinite
-        joints = self._joint
-        for member, value in others.items():
-            if value is None or member == skip or not isfinite(value):
-                continue
-            joint = joints.get(member)
-            if joint is None:
-                joints[member] = [1.0, own, value, 0.0, 0.0, 0.0]
-                continue
-            # West's incremental EWMA (co)variances, deltas against the old means (as Baseline.update).
-            count, mean_own, mean_its, var_own, var_its, cov = joint
-            dx, dy = own - mean_own, value - mean_its
-            joint[:] = (
-                count + 1,
-                mean_own + alpha * dx,
-                mean_its + alpha * dy,
-                keep * (var_own + alpha * dx * dx),
-                keep * (var_its + alpha * dy * dy),
-                keep * (cov + alpha * dx * dy),
-            )
-
-    def share_levels(self, other: UseLevels) -> None:
-        """Read and feed ``other``'s levels from now on (not its comovement): for a domain whose use while a victim
-        was fine is one thing for every victim, the link's use while it was not full (detection/pcie.py)."""
-        self._levels = other._levels
-
-    def known(self, what: str, *, min_count: int) -> dict[str, float]:
-        """Members of one series seen on at least `min_count` of the victim's baseline ticks, with their level."""
-        return {m: b.mean for m, b in self._levels.get(what, {}).items() if b.count >= min_count}
-
-    def comovement(self, *, min_count: int) -> dict[str, float]:
-        """Per neighbour seen on at least `min_count` baseline ticks: the EWMA correlation of its use with the
-        victim's own (0 when either barely moved)."""
-        result: dict[str, float] = {}
-        for member, (count, _, _, var_own, var_its, cov) in self._joint.items():
-            if count >= min_count:
-                denom = math.sqrt(var_own * var_its)
-                result[member] = cov / denom if denom > 1e-12 else 0.0
-        return result
-
-    def forget(self, member: str) -> None:
-        for series in self._levels.values():
-            series.pop(member, None)
-        self._joint.pop(member, None)
+UNATTRIBUTED = "\x00unattributed"
+"""The ring and level member for the use of processes no known pod owns (no pod key can start with NUL)."""

@@ -29,15 +29,15 @@ hands the value in, detection only orients it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from watchdog.config.detection import InterferencePolicy, VictimSignalOverride
 from watchdog.detection.domains import Domain, DomainKind
 
 
-@dataclass(frozen=True, slots=True)
-class Signal:
-    """One pod's victim signal this tick (None = unknown), and how a deviation of it is judged."""
+class Signal(NamedTuple):
+    """One pod's victim signal this tick (None = unknown), and how a deviation of it is judged. A named tuple: one
+    is built per pod per domain per tick, at a third of a frozen dataclass's cost."""
 
     value: float | None
     source: str  # "nvml" or "override": a change of source restarts the baseline
@@ -78,13 +78,22 @@ def victim_signal(
             min_relative_deviation=override.min_relative_deviation,
             threshold=threshold,
         )
+    value = nvml_signal(domain, activity)
+    return NVML if value is None else Signal(value, "nvml")
+
+
+NVML = Signal(None, "nvml")
+"""How an NVML-derived signal is judged (the policy's deviation floors, no threshold); its value is elsewhere."""
+
+
+def nvml_signal(domain: Domain, activity: float | None) -> float | None:
+    """The NVML-derived signal's value alone, for the detector's per-pod loop (no override configured)."""
     if activity is None:
-        return Signal(None, "nvml")
+        return None
     if domain.kind is DomainKind.POWER:
-        if domain.clock_loss is None:
-            return Signal(None, "nvml")
-        return Signal(domain.clock_loss * activity, "nvml")
-    return Signal(max(0.0, 1.0 - activity), "nvml")
+        loss = domain.clock_loss
+        return None if loss is None else loss * activity
+    return max(0.0, 1.0 - activity)
 
 
 def fair_levels(domain: Domain) -> dict[str, float]:

@@ -23,10 +23,12 @@ class PodRef:
     name: str
     uid: str = ""
     container: str | None = None
+    # "namespace/name", the key every detection map and published series uses: built once, not on each of the
+    # ~1 500 reads per tick of a dense node (bench/bench_detection.py). Not compared, hashed or printed.
+    key: str = field(init=False, repr=False, compare=False)
 
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", f"{self.namespace}/{self.name}")
 
 
 @dataclass(frozen=True, slots=True)

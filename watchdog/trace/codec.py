@@ -57,7 +57,7 @@ def _flat(obj: Any, skip: tuple[str, ...] = ()) -> Json:
 def _field_kinds(cls: type) -> tuple[tuple[str, type | None], ...]:
     # Once per class, not once per object: replay decodes ~120 objects per tick of a dense node.
     floats, ints = _FLOAT_FIELDS.get(cls, frozenset()), _INT_FIELDS.get(cls, frozenset())
-    return tuple((f.name, float if f.name in floats else int if f.name in ints else None) for f in fields(cls))
+    return tuple((f.name, float if f.name in floats else int if f.name in ints else None) for f in fields(cls) if f.init)
 
 
 def _build(cls: type, data: Mapping[str, Any], **nested: Any) -> Any:
