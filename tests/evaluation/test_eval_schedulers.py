@@ -6,7 +6,8 @@ Only the scenarios' labels are read here; test_eval_targets scores them.
 from pathlib import Path
 from typing import get_args
 
-from watchdog.testbed.scenario import GpuSpec, load_scenario
+from watchdog.testbed.scenario import load_scenario
+from watchdog.testbed.scenario_parts import GpuSpec
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
 

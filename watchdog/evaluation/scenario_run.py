@@ -27,7 +27,8 @@ from watchdog.sampling.sampler import NvmlSampler
 from watchdog.testbed import Scenario, SimClock, SimulatedGpuNode, load_scenario
 from watchdog.testbed.cluster.dra import SliceLag, claim_uses, dra_devices, slice_index
 from watchdog.testbed.monitoring import LatencySignals, dcgm_activity
-from watchdog.testbed.scenario import PodSpec, mig_device_profiles, stable_digest
+from watchdog.testbed.scenario import stable_digest
+from watchdog.testbed.scenario_parts import PodSpec, mig_device_profiles
 
 # nvml.h: nvmlEventTypeXidCriticalError | DoubleBitEcc | SingleBitEcc, as the device plugin registers them.
 _EVENT_MASK = 0x8 | 0x2 | 0x1

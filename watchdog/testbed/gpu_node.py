@@ -19,7 +19,8 @@ from watchdog.testbed.curves import CurveEvaluator
 from watchdog.testbed.nvml.event_sets import EventHub
 from watchdog.testbed.nvml.module import SimulatedNvml
 from watchdog.testbed.profiles import GPU_MODELS, place_instances
-from watchdog.testbed.scenario import Scenario, format_uuid, layout_entries, load_scenario, stable_digest
+from watchdog.testbed.scenario import Scenario, format_uuid, load_scenario, stable_digest
+from watchdog.testbed.scenario_parts import layout_entries
 from watchdog.testbed.tick_state import MIB, GpuLayout, InstanceLayout, TickState, WorkloadSource, compute_tick
 
 EVENT_XID = 0x8  # nvmlEventTypeXidCriticalError

@@ -16,7 +16,7 @@ from watchdog.testbed.contention import (SCHEDULERS, allocate_memory, dynamic_wa
 from watchdog.testbed.curves import CurveEvaluator
 from watchdog.testbed.pcie_link import share_link
 from watchdog.testbed.profiles import GpuModel, MigProfile
-from watchdog.testbed.scenario import PodSpec
+from watchdog.testbed.scenario_parts import PodSpec
 
 MIB = 1 << 20
 MIG_RESERVED_BYTES = 12 * MIB  # a fresh MIG instance shows ~12 MiB used before any process (nvidia-smi)

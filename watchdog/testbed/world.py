@@ -19,7 +19,8 @@ from watchdog.testbed.cluster.apiserver_pods import build_pod
 from watchdog.testbed.cluster.dra import DraPublisher, claim_uses, dra_devices
 from watchdog.testbed.cluster.kubelet import FakeKubelet
 from watchdog.testbed import SimClock, SimulatedGpuNode, load_scenario
-from watchdog.testbed.scenario import PodSpec, Scenario
+from watchdog.testbed.scenario import Scenario
+from watchdog.testbed.scenario_parts import PodSpec
 from watchdog.model import MIRROR_ANNOTATION
 from watchdog.testbed.cluster.proc_tree import ProcTree, container_id_for
 

@@ -1,0 +1,187 @@
+"""The parts of a scenario file: GPUs and their MIG layouts, pods and their workloads, host processes, outages,
+Xids, faults, DRA and monitoring, each a strict model (an unknown field is an error that names it).
+
+Kept apart from `scenario`, which checks how the parts refer to each other and loads the file, so each reads on
+its own; docs/scenario-format.md documents every field.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from watchdog.testbed.curves import Curve
+from watchdog.testbed.profiles import GPU_MODELS, LayoutEntry, place_instances
+
+ModelKey = Literal["A100-SXM4-40GB", "H100-80GB-HBM3", "H200-141GB"]
+OwnerKind = Literal["DaemonSet", "ReplicaSet", "StatefulSet", "Job", "Node"]
+
+
+
+class Strict(BaseModel):
+    """Unknown fields are errors."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class GpuInstanceSpec(Strict):
+    """A GPU instance split into compute instances (``nvidia-smi mig -cci``), each its own MIG device."""
+
+    gi: str = Field(min_length=1)  # GPU instance profile, e.g. "4g.40gb"
+    ci: list[str] = Field(min_length=1, max_length=7)  # compute instance sizes, e.g. ["2c", "2c"]
+
+
+MigLayout = list[str | GpuInstanceSpec]
+
+
+def layout_entries(mig: MigLayout | list[LayoutEntry]) -> list[LayoutEntry]:
+    """The layout as profiles.place_instances takes it."""
+    return [(entry.gi, tuple(entry.ci)) if isinstance(entry, GpuInstanceSpec) else entry for entry in mig]
+
+
+def mig_device_profiles(model: str, mig: MigLayout) -> list[str]:
+    """The profile of every MIG device of the layout, in the order pods' ``device.instance`` indexes them."""
+    return [placement.profile.name for placement in place_instances(GPU_MODELS[model], layout_entries(mig))]
+
+
+class GpuSpec(Strict):
+    model: ModelKey
+    mig: MigLayout | None = None  # GPU instance profiles (or {gi, ci} splits); None = MIG disabled
+    power_limit_watts: float | None = Field(default=None, gt=0)
+    replicas: int | None = Field(default=None, ge=1, le=64)  # time-slicing replicas advertised by the plugin
+    # How processes sharing the GPU (or one MIG instance) divide SM time and DRAM bandwidth: max-min fair
+    # round-robin time slices, or shares in proportion to demand (MPS clients); testbed/contention.py.
+    scheduler: Literal["roundrobin", "proportional"] = "roundrobin"
+    # False: GPM answers PCIe for the whole GPU only (NotSupported per GPU instance), as DCGM samples it.
+    gpm_pcie_per_instance: bool = True
+
+
+class DeviceRef(Strict):
+    gpu: int = Field(ge=0)
+    instance: int | None = Field(default=None, ge=0)  # index into the GPU's MIG devices (every CI of a split GI)
+    replica: int | None = Field(default=None, ge=0)
+
+
+class Workload(Strict):
+    memory: Curve = Curve()  # bytes
+    sm: Curve = Curve()  # 0–1 of its instance (MIG) or GPU (time-sliced)
+    dram: Curve = Curve()  # 0–1 of its instance's / GPU's DRAM bandwidth
+    pcie: Curve = Curve()  # host→GPU bytes/s (NVML RX)
+    pcie_tx: Curve = Curve()  # GPU→host bytes/s (NVML TX)
+    input_bound: bool = False  # computes only as fast as its PCIe input arrives (testbed/pcie_link.py)
+    fixed_rate: bool = False  # serves a fixed request rate: short of DRAM bandwidth in a split GI it gets busier
+
+
+class PodSpec(Strict):
+    namespace: str = Field(min_length=1)
+    name: str = Field(min_length=1)
+    uid: str | None = None
+    priority: int = 0
+    priority_class: str = ""
+    qos_class: str = ""
+    labels: dict[str, str] = {}
+    annotations: dict[str, str] = {}
+    owner_kind: OwnerKind | None = "ReplicaSet"
+    container: str = "main"
+    gpu_memory_request_bytes: int | None = Field(default=None, ge=0)
+    device: DeviceRef | None = None  # what the kubelet assigned; None = a pod without a GPU
+    claim: str | None = Field(default=None, min_length=1)  # DRA node: the ResourceClaim (pod's namespace) of device
+    extra_devices: list[DeviceRef] = []  # used without assignment (unauthorized)
+    start_tick: int = Field(default=0, ge=0)
+    end_tick: int | None = Field(default=None, ge=0)
+    pid: int | None = Field(default=None, ge=2, le=4194304)  # pid_max on 64-bit Linux
+    workload: Workload = Workload()
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    def running(self, tick: int) -> bool:
+        return self.start_tick <= tick and (self.end_tick is None or tick < self.end_tick)
+
+
+class HostProcessSpec(Strict):
+    """A GPU process in no pod (``docker run --gpus``, a host tool, a node agent): NVML reports it on ``device``,
+    its /proc/<pid>/cgroup holds ``cgroup`` and its /proc/<pid>/comm ``command``; no kubelet or API server knows it."""
+
+    command: str = Field(min_length=1, max_length=15)  # the kernel keeps 15 characters of comm (TASK_COMM_LEN 16)
+    cgroup: str = Field(pattern=r"^/")
+    device: DeviceRef
+    start_tick: int = Field(default=0, ge=0)
+    end_tick: int | None = Field(default=None, ge=0)
+    pid: int | None = Field(default=None, ge=2, le=4194304)
+    workload: Workload = Workload()
+    # What the simulation reads of a process's owner (namespace/name/uid/container/key) has no pod behind it here.
+    namespace: Literal[""] = ""
+    uid: Literal[""] = ""
+    container: Literal[""] = ""
+
+    @property
+    def name(self) -> str:
+        return self.command
+
+    @property
+    def key(self) -> str:
+        return f"host/{self.pid}"
+
+    def running(self, tick: int) -> bool:
+        return self.start_tick <= tick and (self.end_tick is None or tick < self.end_tick)
+
+
+class OutageSpec(Strict):
+    """Ticks [start_tick, end_tick) in which the kubelet's PodResources API fails (attribution is unhealthy)."""
+
+    start_tick: int = Field(ge=0)
+    end_tick: int = Field(ge=1)
+
+    def covers(self, tick: int) -> bool:
+        return self.start_tick <= tick < self.end_tick
+
+
+class XidSpec(Strict):
+    at: int = Field(ge=0)
+    gpu: int = Field(ge=0)
+    instance: int | None = Field(default=None, ge=0)  # None → GI/CI 0xFFFFFFFF (not attributable)
+    xid: int = Field(ge=0)
+
+
+class FaultSpec(Strict):
+    at: int = Field(ge=0)
+    gpu: int = Field(ge=0)
+    lost: bool = False  # the GPU falls off the bus: every call for it answers GpuIsLost
+    mig: MigLayout | None = None  # reconfigure the GPU's instances
+    error: int | None = None  # NVML_ERROR_* code injected into ``function``
+    function: str | None = None
+    times: int | None = Field(default=1, ge=1)  # None → until cleared
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> FaultSpec:
+        kinds = [self.lost, self.mig is not None, self.error is not None]
+        if sum(kinds) != 1:
+            raise ValueError("a fault sets exactly one of lost: true, mig: [...], error: CODE")
+        if (self.error is None) != (self.function is None):
+            raise ValueError("error and function go together")
+        return self
+
+
+class DraSpec(Strict):
+    """The node hands out its GPUs through Dynamic Resource Allocation instead of the device plugin."""
+
+    driver: str = Field(default="gpu.nvidia.com", min_length=1)
+    slice_lag_ticks: int = Field(default=0, ge=0)  # a new MIG device's UUID reaches the ResourceSlice this late
+
+
+class LatencySpec(Strict):
+    """A serving pod's p99 latency as its tenant's monitoring reports it: base seconds at the full clock, longer in
+    proportion as a power cap slows the clock."""
+
+    base: float = Field(gt=0)
+    noise: float = Field(default=0.0, ge=0)  # relative, Gaussian
+
+
+class MonitoringSpec(Strict):
+    """What the cluster's monitoring sees besides the agent's NVML (testbed/monitoring.py)."""
+
+    dcgm_exporter: bool = False  # dcgm-exporter's per-GPU-instance DCGM_FI_PROF_* series reach the agent
+    latency: dict[str, LatencySpec] = {}  # "ns/name" → its p99 latency, the victim signal its tenant overrides with
