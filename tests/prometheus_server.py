@@ -11,7 +11,7 @@ import shutil
 import socket
 import subprocess
 from pathlib import Path
-from typing import AsyncIterator, Callable, Iterator
+from typing import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 
 from aiohttp import web
 
@@ -23,15 +23,12 @@ def free_port() -> int:
 
 
 @contextlib.asynccontextmanager
-async def serving_metrics(body: Callable[[], str]) -> AsyncIterator[int]:
-    """An HTTP server answering ``/metrics`` with ``body()`` on every request; yields its port."""
-
-    async def metrics(_request: web.Request) -> web.Response:
-        return web.Response(text=body())
-
+async def serving(routes: Mapping[str, Callable[[web.Request], Awaitable[web.StreamResponse]]]) -> AsyncIterator[int]:
+    """An HTTP server on a free port answering GET ``path`` with ``routes[path]``; yields its port."""
     app = web.Application()
-    app.router.add_get("/metrics", metrics)
-    runner = web.AppRunner(app)
+    for path, handler in routes.items():
+        app.router.add_get(path, handler)
+    runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     port = free_port()
     await web.TCPSite(runner, "127.0.0.1", port).start()
@@ -39,6 +36,17 @@ async def serving_metrics(body: Callable[[], str]) -> AsyncIterator[int]:
         yield port
     finally:
         await runner.cleanup()
+
+
+@contextlib.asynccontextmanager
+async def serving_metrics(body: Callable[[], str]) -> AsyncIterator[int]:
+    """An HTTP server answering ``/metrics`` with ``body()`` on every request; yields its port."""
+
+    async def metrics(_request: web.Request) -> web.Response:
+        return web.Response(text=body())
+
+    async with serving({"/metrics": metrics}) as port:
+        yield port
 
 
 @contextlib.contextmanager

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import io
-import socket
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -27,6 +26,7 @@ import aiohttp
 import yaml
 from aiohttp import web
 
+from tests.prometheus_server import free_port, serving
 from watchdog.action import AuditLog
 from watchdog.config.action import ActionPolicy
 from watchdog.config.controller import ControllerSettings
@@ -57,12 +57,6 @@ FINDINGS_BY_NODE = {
          "culprit_pod": "small-job-b", "gpu_uuid": "GPU-b0", "mig_uuid": "MIG-b0-3"},
     ],
 }
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 async def poll(check, *, what: str, seconds: float = DEADLINE, every: float = 0.2):
@@ -124,10 +118,8 @@ async def process(*argv: str):
         await proc.wait()
 
 
-@asynccontextmanager
-async def agents():
+def agents():
     """Both nodes' agents on one port: /node-a/metrics and /node-b/metrics."""
-    app = web.Application()
 
     def agent(node: str):
         async def metrics(_request: web.Request) -> web.Response:
@@ -135,16 +127,7 @@ async def agents():
 
         return metrics
 
-    for node in FINDINGS_BY_NODE:
-        app.router.add_get(f"/{node}/metrics", agent(node))
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    port = free_port()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
-    try:
-        yield port
-    finally:
-        await runner.cleanup()
+    return serving({f"/{node}/metrics": agent(node) for node in FINDINGS_BY_NODE})
 
 
 @asynccontextmanager

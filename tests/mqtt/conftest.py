@@ -16,12 +16,8 @@ from watchdog.publishing.mqtt import MqttPublisher
 
 @pytest.fixture
 async def broker(tmp_path) -> AsyncIterator[Broker]:
-    server = Broker(tmp_path)
-    await server.start()
-    try:
+    async with Broker(tmp_path) as server:
         yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture

@@ -71,6 +71,13 @@ class Broker:
             self._process.wait(timeout=10)
         self._process = None
 
+    async def __aenter__(self) -> Broker:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self.stop()
+
 
 class Subscriber:
     """An aiomqtt client subscribed to everything below a prefix, reading messages with a bounded wait."""

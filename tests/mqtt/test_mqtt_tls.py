@@ -56,12 +56,8 @@ def ca() -> trustme.CA:
 @pytest.fixture
 async def broker(tmp_path, ca):
     """Replaces conftest's plain broker, so `start_publisher` connects to this one."""
-    server = TlsBroker(tmp_path, ca)
-    await server.start()
-    try:
+    async with TlsBroker(tmp_path, ca) as server:
         yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import pytest
 from aiohttp import web
 
 from tests.service.conftest import SCENARIOS
-from tests.prometheus_server import free_port, serving_metrics
+from tests.prometheus_server import serving, serving_metrics
 from tests.prometheus_server import prometheus as real_prometheus
 from watchdog.config import SignalsSettings
 from watchdog.detection.borrowed import with_borrowed
@@ -116,14 +116,8 @@ async def bad_prometheus():
     async def query(_request):
         return web.Response(text=next(bodies), content_type="application/json")
 
-    app = web.Application()
-    app.router.add_get("/api/v1/query", query)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    port = free_port()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
-    yield f"http://127.0.0.1:{port}"
-    await runner.cleanup()
+    async with serving({"/api/v1/query": query}) as port:
+        yield f"http://127.0.0.1:{port}"
 
 
 async def test_malformed_and_empty_answers_are_counted_and_give_no_activity(bad_prometheus):

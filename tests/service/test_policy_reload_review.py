@@ -8,16 +8,20 @@ import logging
 from watchdog.service.policy_watch import PolicyWatcher
 
 
-def watcher(path):
+def reload_to(tmp_path, text):
+    """A watcher started on an observe-only policy whose file then reads ``text`` (not yet checked)."""
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("action: {mode: observe}\n")
     applied, results = [], []
-    return PolicyWatcher(str(path), apply=applied.append, on_result=results.append), applied, results
+    watcher = PolicyWatcher(str(policy), apply=applied.append, on_result=results.append)
+    policy.write_text(text)
+    return watcher, applied, results
 
 
 def test_a_dangerous_reload_is_applied_with_one_warning_per_value(tmp_path, caplog):
-    policy = tmp_path / "policy.yaml"
-    policy.write_text("action: {mode: observe}\n")
-    w, applied, results = watcher(policy)
-    policy.write_text("action: {mode: enforce, protected_namespaces: [], pod_cooldown_seconds: 0}\n")
+    w, applied, results = reload_to(
+        tmp_path, "action: {mode: enforce, protected_namespaces: [], pod_cooldown_seconds: 0}\n"
+    )
     with caplog.at_level(logging.WARNING, logger="watchdog.service.policy_watch"):
         assert w.check() is True
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
@@ -28,10 +32,9 @@ def test_a_dangerous_reload_is_applied_with_one_warning_per_value(tmp_path, capl
 
 
 def test_a_floor_above_system_cluster_critical_is_refused_and_the_last_good_policy_stays(tmp_path, caplog):
-    policy = tmp_path / "policy.yaml"
-    policy.write_text("action: {mode: observe}\n")
-    w, applied, results = watcher(policy)
-    policy.write_text("action: {mode: enforce, protected_namespaces: [], priority_floor: 3000000000}\n")
+    w, applied, results = reload_to(
+        tmp_path, "action: {mode: enforce, protected_namespaces: [], priority_floor: 3000000000}\n"
+    )
     with caplog.at_level(logging.ERROR, logger="watchdog.service.policy_watch"):
         assert w.check() is False
     assert applied == [] and results == ["failure"]
@@ -39,10 +42,9 @@ def test_a_floor_above_system_cluster_critical_is_refused_and_the_last_good_poli
 
 
 def test_a_safe_reload_warns_about_nothing(tmp_path, caplog):
-    policy = tmp_path / "policy.yaml"
-    policy.write_text("action: {mode: observe}\n")
-    w, applied, results = watcher(policy)
-    policy.write_text("action: {mode: enforce, protected_namespaces: [kube-system, serving]}\n")
+    w, applied, results = reload_to(
+        tmp_path, "action: {mode: enforce, protected_namespaces: [kube-system, serving]}\n"
+    )
     with caplog.at_level(logging.WARNING, logger="watchdog.service.policy_watch"):
         assert w.check() is True
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING] and results == ["success"]

@@ -17,7 +17,7 @@ from collections import Counter
 from functools import lru_cache
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Iterable, Mapping
+from typing import Mapping, Sequence
 
 from watchdog.model import EMPTY, Attribution, GpuSample, MigSample, NodeSample, PodRef, PodUsage, ProcessSample
 
@@ -97,7 +97,9 @@ class Domain:
     victim_activity: Mapping[str, float | None] | None = None
 
 
-def _unique(refs: Iterable[PodRef]) -> tuple[PodRef, ...]:
+def _unique(refs: Sequence[PodRef]) -> tuple[PodRef, ...]:
+    if len(refs) < 2:
+        return tuple(refs)
     seen: dict[str, PodRef] = {}
     for ref in refs:
         key = ref.key
@@ -127,13 +129,9 @@ def _device(
     attribution: Attribution,
     pooled: bool = False,
 ) -> Device:
-    given = attribution.devices.get(uuid, ())
-    assigned = tuple(given) if len(given) < 2 else _unique(given)
+    assigned = _unique(attribution.devices.get(uuid, ()))
     owners = [user.ref for user in users if user.ref is not None]
-    if not owners or (len(assigned) == 1 and all(ref.key == assigned[0].key for ref in owners)):
-        pods = assigned  # the common case: nobody but the pod it was given to runs there
-    else:
-        pods = _unique([*assigned, *owners])
+    pods = _unique([*assigned, *owners]) if owners else assigned
     source = mig if mig is not None else gpu
     memory = {k: int(v) for k, v in _by_pod(users, "memory_bytes").items()}
     if not memory and len(pods) == 1 and source.memory_used_bytes is not None and not pooled:

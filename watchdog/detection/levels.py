@@ -33,27 +33,8 @@ from watchdog.detection.rings import UNATTRIBUTED, Baseline
 
 def _first(value: float) -> Baseline:
     level = Baseline()
-    level.mean, level.count = value, 1
+    level.update(value, alpha=0.0)  # a first value is the mean whatever the weight
     return level
-
-
-def _step(level: Baseline, value: float, alpha: float, keep: float) -> float:
-    """`Baseline.update` with ``keep`` = 1 − α worked out once by the caller; the step's δ (0 for a first value)."""
-    if not level.count:
-        level.mean, level.var, level.count = value, 0.0, 1
-        return 0.0
-    # West's incremental EWMA variance: var ← (1−α)(var + α·δ²), δ against the old mean.
-    delta = value - level.mean
-    level.mean += alpha * delta
-    level.var = keep * (level.var + alpha * delta * delta)
-    level.count += 1
-    return delta
-
-
-def _copy(level: Baseline) -> Baseline:
-    other = Baseline()
-    other.mean, other.var, other.count = level.mean, level.var, level.count
-    return other
 
 
 class LevelSet:
@@ -68,8 +49,8 @@ class LevelSet:
 
     def copy(self) -> LevelSet:
         other = LevelSet()
-        other.use = {member: _copy(level) for member, level in self.use.items()}
-        other.load = {member: _copy(level) for member, level in self.load.items()}
+        other.use = {member: level.copy() for member, level in self.use.items()}
+        other.load = {member: level.copy() for member, level in self.load.items()}
         other.fed = self.fed
         return other
 
@@ -84,7 +65,6 @@ class LevelSet:
     ) -> None:
         """One tick: every member's use and, with ``load``, its load (use × ``share``; ``unattributed`` is a load
         only)."""
-        keep = 1.0 - alpha
         isfinite = math.isfinite
         uses, loads = self.use, self.load
         for member, value in use.items():
@@ -93,14 +73,14 @@ class LevelSet:
             level = uses.get(member)
             if level is None:
                 level = uses[member] = Baseline()
-            _step(level, value, alpha, keep)
+            level.update(value, alpha=alpha)
             if load:
                 weighted = value * share.get(member, 1.0)
                 if isfinite(weighted):
                     level = loads.get(member)
                     if level is None:
                         level = loads[member] = Baseline()
-                    _step(level, weighted, alpha, keep)
+                    level.update(weighted, alpha=alpha)
         if load and unattributed is not None and isfinite(unattributed):
             level = loads.get(UNATTRIBUTED)
             if level is None:
@@ -164,16 +144,16 @@ class UseLevels:
                 dx = dx_synced
                 updated_synced += 1
             else:
-                dx = _step(joint.own, own, alpha, keep)
+                dx = joint.own.update(own, alpha=alpha)
             # its level before this tick's feed
-            dy = value - uses[member].mean if joint.its is None else _step(joint.its, value, alpha, keep)
+            dy = value - uses[member].mean if joint.its is None else joint.its.update(value, alpha=alpha)
             joint.cov = keep * (joint.cov + alpha * dx * dy)
             joint.count += 1
         if updated_synced < self._own_synced:
             # A neighbour missing this tick: its pair's "own" stops following the victim's level here.
             for joint in joints.values():
                 if joint.own is None and joint.count == own_count:
-                    joint.own = _copy(own_level)
+                    joint.own = own_level.copy()
                     self._own_synced -= 1
         own_level.update(own, alpha=alpha)
 
@@ -183,7 +163,7 @@ class UseLevels:
             uses = self.levels.use
             for member, joint in self._joint.items():
                 if joint.its is None:
-                    joint.its = _copy(uses[member])
+                    joint.its = uses[member].copy()
             self._its_synced = 0
 
     def known(self, what: str, *, min_count: int) -> dict[str, float]:

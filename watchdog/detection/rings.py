@@ -95,7 +95,9 @@ class Baseline:
         self.var = 0.0
         self.count = 0
 
-    def update(self, value: float, *, alpha: float) -> None:
+    def update(self, value: float, *, alpha: float) -> float:
+        """Feed one value; the step δ against the old mean (0 for the first value), which a covariance needs."""
+        delta = 0.0
         if self.count == 0:
             self.mean, self.var = value, 0.0
         else:
@@ -104,6 +106,12 @@ class Baseline:
             self.mean += alpha * delta
             self.var = (1.0 - alpha) * (self.var + alpha * delta * delta)
         self.count += 1
+        return delta
+
+    def copy(self) -> Baseline:
+        other = Baseline()
+        other.mean, other.var, other.count = self.mean, self.var, self.count
+        return other
 
     @property
     def std(self) -> float:

@@ -1,20 +1,3 @@
 """Fixtures for the fake API server tests: a fresh fake API server and a real kubernetes.aio client per test."""
 
-from __future__ import annotations
-
-import pytest
-
-from watchdog.testbed.cluster.apiserver import FakeApiServer
-from watchdog.kube.client import KubeApi
-
-
-@pytest.fixture
-async def server():
-    async with FakeApiServer() as fake:
-        yield fake
-
-
-@pytest.fixture
-async def api(server):
-    async with KubeApi.from_url(server.url, timeout=5) as client:
-        yield client
+from tests.fake_api import api, server  # noqa: F401  (fixtures)
