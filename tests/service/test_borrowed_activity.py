@@ -77,16 +77,17 @@ async def test_dcgm_activity_reaches_detection_for_the_right_mig_devices(drive, 
     assert gpu.mig_enabled and all(mig.sm_util is None for mig in gpu.instances)  # an A100: no GPM
     assert agent.activity.wanted() == {gpu.uuid}
     target["uuid"] = gpu.uuid
+    expected = {f"{gpu.uuid}/{gi}": InstanceActivity(sm=sm, dram=dram, graphics=gr)
+                for gi, (_, _, _, sm, dram, gr) in ACTIVITY.items()}
     async with aiohttp.ClientSession() as session:
 
         async def refreshed() -> bool:
+            # Every signal of every instance: Prometheus may first scrape the target between two of the queries.
             await agent.activity.refresh(session)
-            return len(agent.activity.values()) == len(ACTIVITY)
+            return agent.activity.values() == expected
 
         await poll_async(refreshed, what="dcgm-exporter series through Prometheus")
     result = await agent.cycle_once()
-    expected = {f"{gpu.uuid}/{gi}": InstanceActivity(sm=sm, dram=dram, graphics=gr)
-                for gi, (_, _, _, sm, dram, gr) in ACTIVITY.items()}
     assert dict(result.activity) == expected  # the other node's GPU is not ours
     assert agent.activity.errors["unlabelled"] >= 1  # the series without GPU_I_ID was counted, not placed
     filled, borrowed_into = with_borrowed(result.sample, result.activity)
