@@ -5,10 +5,10 @@ Kubernetes restarts a container whose liveness probe fails and withholds traffic
 (https://kubernetes.io/docs/tasks/configure-pod-container/configure-liveness-readiness-startup-probes/). So
 /healthz reports only whether the agent loop still turns (an injected callable), never whether NVML or the API
 answer — a flaky API server must not get every agent on the cluster restarted — and /readyz turns 200 once the
-first full sample is in. A scrape only formats the latest snapshot; it calls out to nothing. The standard
-process_* metrics come first in the body, read per scrape; with gzip they are compressed in front of the cached
-compressed snapshot body, in one gzip member (process_metrics.prepend_to_gzip), so the snapshot is still
-compressed once.
+first full sample is in; listener.py keeps both answered while others hold every connection slot. A scrape only
+formats the latest snapshot; it calls out to nothing. The standard process_* metrics come first in the body, read
+per scrape; with gzip they are compressed in front of the cached compressed snapshot body, in one gzip member
+(process_metrics.prepend_to_gzip), so the snapshot is still compressed once.
 """
 
 from __future__ import annotations
