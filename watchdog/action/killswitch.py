@@ -23,6 +23,7 @@ from typing import Callable, Protocol
 
 from watchdog.config.action import KillSwitch as KillSwitchSettings
 from watchdog.config.runtime import RuntimePolicy
+from watchdog.model.text import bounded
 
 log = logging.getLogger(__name__)
 
@@ -133,7 +134,8 @@ class KillSwitch:
 
     @property
     def _where(self) -> str:
-        return f"ConfigMap {self._namespace}/{self._settings.name}"
+        """The ConfigMap, as every log line and blocking reason names it (cut: it comes from configuration)."""
+        return bounded(f"ConfigMap {self._namespace}/{self._settings.name}")
 
     async def _read(self) -> bool:
         """One GET; True when it succeeded (state and last_success updated), False when it failed (counted)."""
@@ -144,7 +146,7 @@ class KillSwitch:
         try:
             state = await self._reader.read_kill_switch(self._namespace, self._settings.name, key=self._settings.key)
         except Exception as exc:  # the reader promises not to raise; degrade, never crash
-            log.warning("kill switch read raised: %r", exc)
+            log.warning("kill switch read raised: %s", bounded(repr(exc)))
             state = None
         self.reads += 1
         if state is None:

@@ -21,6 +21,7 @@ from watchdog.config.flight_recorder import FlightRecorderSettings
 from watchdog.config.kube import KubeSettings
 from watchdog.config.loading import ConfigError, MalformedFile, deep_merge, env_overrides, read_yaml, validate
 from watchdog.config.mqtt import MqttSettings
+from watchdog.config.names import NamespaceName, ObjectNameOrEmpty
 from watchdog.config.publishing import PublishingSettings
 from watchdog.config.policy import Policy
 from watchdog.config.sampling import SamplingSettings
@@ -54,8 +55,10 @@ __all__ = [
 class Settings(Section):
     """Everything the agent process needs to start."""
 
-    node_name: str = Field("", description="This node's name; defaults to $NODE_NAME, then the host name.")
-    namespace: str = Field("gpu-watchdog", description="The agent's own namespace (always protected).")
+    node_name: ObjectNameOrEmpty = Field(
+        "", description="This node's name; defaults to $NODE_NAME, then the host name."
+    )
+    namespace: NamespaceName = Field("gpu-watchdog", description="The agent's own namespace (always protected).")
     sampling: SamplingSettings = Field(default_factory=SamplingSettings, description="NVML sampling.")
     attribution: AttributionSettings = Field(default_factory=AttributionSettings, description="Pod attribution.")
     kube: KubeSettings = Field(default_factory=KubeSettings, description="Kubernetes API access.")

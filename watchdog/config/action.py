@@ -10,6 +10,8 @@ from __future__ import annotations
 from pydantic import Field, field_validator
 
 from watchdog.config._base import Section
+from watchdog.config.limits import MAX_NAMESPACES
+from watchdog.config.names import ConfigMapKey, LabelKey, NamespaceName, ObjectName
 from watchdog.model import FindingKind, Mode
 
 PROTECTED_ANNOTATION = "gpu-watchdog.io/protected"
@@ -42,9 +44,9 @@ class KillSwitch(Section):
     """A ConfigMap whose key, when "true", pauses every eviction cluster-wide."""
 
     enabled: bool = Field(True, description="Read the kill switch ConfigMap at all.")
-    namespace: str | None = Field(None, description="Namespace of the ConfigMap; None means the agent's own.")
-    name: str = Field("gpu-watchdog-kill-switch", min_length=1, description="Name of the ConfigMap.")
-    key: str = Field("paused", min_length=1, description="Key whose value 'true' pauses evictions.")
+    namespace: NamespaceName | None = Field(None, description="Namespace of the ConfigMap; None means the agent's own.")
+    name: ObjectName = Field("gpu-watchdog-kill-switch", description="Name of the ConfigMap.")
+    key: ConfigMapKey = Field("paused", description="Key whose value 'true' pauses evictions.")
     refresh_seconds: float = Field(10.0, gt=0, description="How often the ConfigMap is re-read.")
     stale_after_refreshes: int = Field(
         3, ge=1, description="After this many refresh periods without a good read the state is unknown: no sends."
@@ -58,8 +60,8 @@ class ClusterBudget(Section):
     enabled: bool = Field(False, description="Take a slot of the cluster-wide budget before every send.")
     max_evictions: int = Field(10, ge=1, le=1000, description="Sends allowed per window, cluster-wide.")
     window_seconds: float = Field(3600.0, gt=0, description="The sliding window the ceiling counts over.")
-    namespace: str | None = Field(None, description="Namespace of the ConfigMap; None means the agent's own.")
-    name: str = Field("gpu-watchdog-eviction-budget", min_length=1, description="Name of the ConfigMap.")
+    namespace: NamespaceName | None = Field(None, description="Namespace of the ConfigMap; None means the agent's own.")
+    name: ObjectName = Field("gpu-watchdog-eviction-budget", description="Name of the ConfigMap.")
 
 
 class ActionPolicy(Section):
@@ -71,16 +73,17 @@ class ActionPolicy(Section):
         description="Never evict a pod whose priority is at or above this; at most 2000000000 (system-cluster-"
         "critical), above which nothing is ever evicted anyway: a larger value can only be a mistake.",
     )
-    protected_namespaces: tuple[str, ...] = Field(
+    protected_namespaces: tuple[NamespaceName, ...] = Field(
         ("kube-system",),
+        max_length=MAX_NAMESPACES,
         description="Namespaces never evicted from, besides those always protected (watchdog.action.floor: every "
         "kube-* namespace, gpu-watchdog, gpu-watchdog-controller, the running process's own); a policy can add "
         "namespaces, never remove those.",
     )
-    protected_annotation: str = Field(
-        PROTECTED_ANNOTATION, min_length=1, description='Pods annotated with this key set to "true" are never evicted.'
+    protected_annotation: LabelKey = Field(
+        PROTECTED_ANNOTATION, description='Pods annotated with this key set to "true" are never evicted.'
     )
-    tenant_label: str | None = Field(
+    tenant_label: LabelKey | None = Field(
         None, description="Pod label naming the tenant (for cooldowns and quota); None means the namespace."
     )
     interference: KindPolicy = Field(
@@ -119,6 +122,12 @@ class ActionPolicy(Section):
         30.0, gt=0, description="First wait after a blocked (PDB) or failed attempt on a pod."
     )
     retry_backoff_max_seconds: float = Field(600.0, gt=0, description="Backoff doubles up to this.")
+    max_decision_age_seconds: float = Field(
+        5.0,
+        gt=0,
+        description="A send that would go out longer than this after the tick its finding was judged on (a slow API "
+        "server, a queue behind it) is dropped as `stale` instead: never evict on an old reading.",
+    )
     kill_switch: KillSwitch = Field(KillSwitch(), description="ConfigMap that pauses every eviction.")
     cluster_budget: ClusterBudget = Field(
         ClusterBudget(), description="Cluster-wide ceiling on sends (dry-run sends count too), kept in a ConfigMap."

@@ -1,8 +1,12 @@
 """Settings of the attribution stage (kubelet pod-resources, /proc cgroups, pod metadata)."""
 
-from pydantic import Field
+from typing import Annotated
+
+from pydantic import Field, StringConstraints
 
 from watchdog.config._base import Section
+from watchdog.config.limits import MAX_PATTERN_CHARACTERS, MAX_PATTERNS
+from watchdog.config.names import LabelKey, ObjectNameOrEmpty
 
 
 class AttributionSettings(Section):
@@ -17,17 +21,20 @@ class AttributionSettings(Section):
     backoff_max_seconds: float = Field(
         60.0, gt=0, description="Longest wait between two List retries while the kubelet keeps failing (from 1 s)."
     )
-    resources: list[str] = Field(
+    resources: list[Annotated[str, StringConstraints(min_length=1, max_length=MAX_PATTERN_CHARACTERS)]] = Field(
         default_factory=lambda: ["nvidia.com/gpu", "nvidia.com/mig-*"],
+        max_length=MAX_PATTERNS,
         description="Resource names (fnmatch patterns) whose devices are GPUs or MIG instances.",
     )
-    dra_driver: str = Field(
+    dra_driver: ObjectNameOrEmpty = Field(
         "gpu.nvidia.com",
         description="Dynamic Resource Allocation driver whose claimed devices are GPUs or MIG devices; \"\" turns "
         "DRA attribution (and the ResourceSlice watch) off.",
     )
     proc_root: str = Field("/proc", description="Root of the proc filesystem (host's /proc mounted in the pod).")
-    tenant_label: str | None = Field(None, description="Pod label key naming the tenant; the namespace when unset.")
-    gpu_memory_request_resource: str | None = Field(
+    tenant_label: LabelKey | None = Field(
+        None, description="Pod label key naming the tenant; the namespace when unset."
+    )
+    gpu_memory_request_resource: LabelKey | None = Field(
         None, description="Extended resource (MiB) that states a pod's GPU memory request, e.g. nvidia.com/gpumem."
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pydantic import Field, model_validator
 
 from watchdog.config._base import Section
+from watchdog.config.names import LabelKeyOrEmpty, NamespaceName, ObjectName
 
 ONE_MIB = 1024 * 1024
 
@@ -24,12 +25,11 @@ class ControllerSettings(Section):
         min_length=1,
         description="File holding the bearer token Alertmanager sends; re-read when it changes.",
     )
-    lease_namespace: str = Field(
+    lease_namespace: NamespaceName = Field(
         "gpu-watchdog-controller",
-        min_length=1,
         description="The controller's own namespace (always protected): its leader Lease and handled-firings record.",
     )
-    lease_name: str = Field("gpu-watchdog-controller", min_length=1, description="Name of the leader Lease.")
+    lease_name: ObjectName = Field("gpu-watchdog-controller", description="Name of the leader Lease.")
     identity: str | None = Field(None, description="This replica's holder identity; None means the hostname.")
     lease_duration_seconds: float = Field(15.0, gt=0, description="How long a Lease stays valid without renewal.")
     renew_deadline_seconds: float = Field(10.0, gt=0, description="The leader gives up if it cannot renew in this.")
@@ -64,12 +64,12 @@ class ControllerSettings(Section):
         "handshake or a request body trickles in) is closed.",
     )
     max_connections: int = Field(
-        64, ge=1, description="Concurrent connections served; more are closed at once (Alertmanager retries)."
+        64, ge=1, description="Concurrent connections served; when full, idle ones make room and one client holds at "
+        "most half; probes get 4 slots beyond it (docs/metrics.md, \"Connections and probes\")."
     )
     dedupe_entries: int = Field(10_000, gt=0, description="How many (fingerprint, startsAt) keys are remembered.")
-    handled_configmap: str = Field(
+    handled_configmap: ObjectName = Field(
         "gpu-watchdog-controller-handled",
-        min_length=1,
         description="ConfigMap (in lease_namespace) recording handled firings, so a new leader never repeats one.",
     )
     handled_entries: int = Field(
@@ -85,7 +85,7 @@ class ControllerSettings(Section):
     isolation_prometheus_url: str = Field(
         "", description="Prometheus scraping the agents, for the audit to name who shares each GPU; empty: per node."
     )
-    isolation_tenant_label: str = Field(
+    isolation_tenant_label: LabelKeyOrEmpty = Field(
         "", description="Namespace label naming the tenant in the audit; empty: one tenant per namespace."
     )
 

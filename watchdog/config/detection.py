@@ -10,9 +10,21 @@ sample's time against the event's). Defaults favour precision: a false finding m
 
 from __future__ import annotations
 
-from pydantic import Field, model_validator
+from typing import Annotated
+
+from pydantic import Field, StringConstraints, model_validator
 
 from watchdog.config._base import Section
+from watchdog.config import limits
+from watchdog.config.names import LabelKey, LabelValue, LabelValueOrEmpty, NamespaceName
+
+# A tenant is a namespace or a tenant label's value (watchdog.model.pods.PodInfo.tenant); a namespace name is also a
+# valid label value, so the label value syntax covers both.
+TenantName = LabelValue
+# NVML's MIG profile names: "1g.10gb", "1g.10gb+me", "1c.3g.40gb".
+ProfileName = Annotated[str, StringConstraints(min_length=1, max_length=limits.MAX_PROFILE_CHARACTERS,
+                                               pattern=r"^[A-Za-z0-9][A-Za-z0-9.+_-]*$")]
+Pattern = Annotated[str, StringConstraints(min_length=1, max_length=limits.MAX_PATTERN_CHARACTERS)]
 
 # nvmlClocksEventReason* bits that mean "the GPU's own power/thermal budget slowed the clocks" (nvml.h,
 # nvmlClocksEventReason* defines): SwPowerCap 0x4 and SwThermalSlowdown 0x20, which the driver raises when the board's
@@ -189,8 +201,9 @@ class TenantQuota(Section):
     dram_share: float | None = Field(
         None, gt=0, le=1, description="Share of a time-sliced GPU's DRAM time (Σ process memory util) per GPU."
     )
-    instances: dict[str, int] = Field(
-        default_factory=dict, description="Most MIG instances per profile, e.g. {'1g.10gb': 2}."
+    instances: dict[ProfileName, int] = Field(
+        default_factory=dict, max_length=limits.MAX_PROFILES,
+        description="Most MIG instances per profile, e.g. {'1g.10gb': 2}.",
     )
 
     @model_validator(mode="after")
@@ -198,8 +211,6 @@ class TenantQuota(Section):
         for profile, limit in self.instances.items():
             if limit < 0:
                 raise ValueError(f"instances[{profile!r}] must be ≥ 0, got {limit}")
-            if not profile:
-                raise ValueError("instances: a profile name must not be empty")
         return self
 
 
@@ -207,7 +218,9 @@ class QuotaPolicy(Section):
     """Per-tenant limits, checked by observation (no LD_PRELOAD)."""
 
     enabled: bool = Field(True, description="Check tenant quotas at all.")
-    tenants: dict[str, TenantQuota] = Field(default_factory=dict, description="Limits per tenant name.")
+    tenants: dict[TenantName, TenantQuota] = Field(
+        default_factory=dict, max_length=limits.MAX_TENANTS, description="Limits per tenant name."
+    )
     memory_warning_ratio: float | None = Field(
         0.9,
         gt=0,
@@ -246,13 +259,15 @@ class UnauthorizedPolicy(Section):
     min_pod_age_seconds: float = Field(
         30.0, ge=0, description="Ignore pods younger than this: their assignment may not be listed yet."
     )
-    exempt_namespaces: tuple[str, ...] = Field(
+    exempt_namespaces: tuple[NamespaceName, ...] = Field(
         DEFAULT_EXEMPT_NAMESPACES,
+        max_length=limits.MAX_NAMESPACES,
         description="Namespaces whose pods may use any device (GPU-operator validators run with "
         "NVIDIA_VISIBLE_DEVICES=all).",
     )
-    exempt_labels: dict[str, str] = Field(
+    exempt_labels: dict[LabelKey, LabelValueOrEmpty] = Field(
         default_factory=dict,
+        max_length=limits.MAX_SELECTOR_LABELS,
         description="Label selector (matchLabels: every pair must match): pods it selects may use any device.",
     )
     stale_ticks: int = Field(
@@ -261,24 +276,20 @@ class UnauthorizedPolicy(Section):
     host_processes: bool = Field(
         True, description="Report processes in no pod (docker run --gpus, host tools) on devices given to pods."
     )
-    exempt_commands: tuple[str, ...] = Field(
+    exempt_commands: tuple[Pattern, ...] = Field(
         DEFAULT_EXEMPT_COMMANDS,
+        max_length=limits.MAX_PATTERNS,
         description="fnmatch patterns of /proc/<pid>/comm (15 characters at most): node agents allowed on any device.",
     )
-    exempt_cgroups: tuple[str, ...] = Field(
-        DEFAULT_EXEMPT_CGROUPS, description="fnmatch patterns of cgroup paths of node agents allowed on any device."
+    exempt_cgroups: tuple[Pattern, ...] = Field(
+        DEFAULT_EXEMPT_CGROUPS, max_length=limits.MAX_PATTERNS,
+        description="fnmatch patterns of cgroup paths of node agents allowed on any device.",
     )
     host_critical_ratio: float = Field(
         0.25, gt=0, le=1,
         description="A process in no pod taking this share of the device's memory or SM time is CRITICAL, else "
         "WARNING (report only either way: there is no pod to evict).",
     )
-
-    @model_validator(mode="after")
-    def _selector_keys(self) -> UnauthorizedPolicy:
-        if any(not key for key in self.exempt_labels):
-            raise ValueError("exempt_labels: a label key must not be empty")
-        return self
 
 
 # Sources: application-level Xids = the NVIDIA k8s-device-plugin's default ignore list (internal/rm/health.go; HAMi
@@ -296,12 +307,17 @@ class XidDetectionPolicy(Section):
     """How Xid events are classified and how long a finding about one stays open."""
 
     enabled: bool = Field(True, description="Report Xid faults at all.")
-    application: tuple[int, ...] = Field(DEFAULT_APPLICATION_XIDS, description="Xids caused by the application itself.")
-    contained: tuple[int, ...] = Field(
-        DEFAULT_CONTAINED_XIDS, description="Xids that killed only the affected application (contained ECC)."
+    application: tuple[int, ...] = Field(
+        DEFAULT_APPLICATION_XIDS, max_length=limits.MAX_XIDS, description="Xids caused by the application itself."
     )
-    reset: tuple[int, ...] = Field(DEFAULT_RESET_XIDS, description="Xids after which the GPU needs a reset or a drain.")
-    ignore: tuple[int, ...] = Field((), description="Xids never reported.")
+    contained: tuple[int, ...] = Field(
+        DEFAULT_CONTAINED_XIDS, max_length=limits.MAX_XIDS,
+        description="Xids that killed only the affected application (contained ECC).",
+    )
+    reset: tuple[int, ...] = Field(
+        DEFAULT_RESET_XIDS, max_length=limits.MAX_XIDS, description="Xids after which the GPU needs a reset or a drain."
+    )
+    ignore: tuple[int, ...] = Field((), max_length=limits.MAX_XIDS, description="Xids never reported.")
     drain: bool = Field(False, description="Mark reset-class findings as wanting a drain (the action stage decides).")
     hold_seconds: float = Field(
         300.0, gt=0, description="A finding stays open this long after the last matching event."
@@ -323,7 +339,10 @@ class XidDetectionPolicy(Section):
 class VictimSignalOverride(Section):
     """A tenant's own victim signal (e.g. p99 latency), evaluated by the service and handed to detection."""
 
-    query: str = Field(..., min_length=1, description="PromQL giving one value per pod (labels namespace, pod).")
+    query: str = Field(
+        ..., min_length=1, max_length=limits.MAX_QUERY_CHARACTERS,
+        description="PromQL giving one value per pod (labels namespace, pod).",
+    )
     threshold: float | None = Field(None, description="A value beyond this is an outlier even within k·σ (an SLO).")
     higher_is_worse: bool = Field(True, description="False for throughput-like signals where a drop is degradation.")
     min_deviation: float = Field(
@@ -346,6 +365,7 @@ class DetectionPolicy(Section):
     quota: QuotaPolicy = Field(default_factory=QuotaPolicy, description="Per-tenant quotas.")
     unauthorized: UnauthorizedPolicy = Field(default_factory=UnauthorizedPolicy, description="Unauthorized device use.")
     xid: XidDetectionPolicy = Field(default_factory=XidDetectionPolicy, description="Xid fault classification.")
-    victim_signal_overrides: dict[str, VictimSignalOverride] = Field(
-        default_factory=dict, description="Per tenant: a victim signal replacing the NVML-derived one."
+    victim_signal_overrides: dict[TenantName, VictimSignalOverride] = Field(
+        default_factory=dict, max_length=limits.MAX_SIGNAL_OVERRIDES,
+        description="Per tenant: a victim signal replacing the NVML-derived one.",
     )

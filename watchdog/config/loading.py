@@ -2,7 +2,7 @@
 
 Precedence, lowest first: model defaults, the YAML file, environment variables ``GPU_WATCHDOG_<TOPIC>__<FIELD>``,
 then command-line flags. A file that does not validate is refused with every invalid field's dotted path and
-reason; it is never half-applied.
+reason; it is never half-applied. A file larger than ``limits.MAX_FILE_BYTES`` is refused before it is parsed.
 """
 
 from __future__ import annotations
@@ -13,7 +13,9 @@ from typing import Any, Iterable, Mapping, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from watchdog.config.limits import MAX_FILE_BYTES, MIB
 from watchdog.config.yaml_reader import MalformedYaml, parse_yaml
+from watchdog.model.text import bounded
 
 ENV_PREFIX = "GPU_WATCHDOG_"
 
@@ -40,9 +42,39 @@ class MalformedFile(ConfigError):
         self.args = (f"{source}:{line}: {reason}" if line is not None else f"{source}: {reason}",)
 
 
-def read_yaml(path: str | Path) -> dict[str, Any]:
-    """Parse a YAML mapping; anything but a mapping, as YAML text, is a MalformedFile naming the file and line."""
-    raw = Path(path).read_bytes()
+class OversizedFile(MalformedFile):
+    """A file larger than ``limit`` bytes, refused before any of it is parsed."""
+
+    def __init__(self, source: str, *, size: int | None, limit: int) -> None:
+        self.size, self.limit = size, limit
+        measured = f"{size} bytes, over" if size is not None else "over"
+        super().__init__(source, f"{measured} the limit of {limit} bytes ({limit / MIB:g} MiB) for a settings or "
+                                 "policy file", None)
+
+
+def _read_capped(path: str | Path, limit: int) -> bytes:
+    """The file's bytes, reading at most ``limit`` + 1 of them: a larger file is an OversizedFile (its size as stat
+    gives it; a pipe or a /proc file, whose size stat does not know, is only said to exceed the limit)."""
+    with open(path, "rb") as stream:
+        raw = stream.read(limit + 1)
+        if len(raw) > limit:
+            size = os.fstat(stream.fileno()).st_size
+            raise OversizedFile(str(path), size=size if size > limit else None, limit=limit)
+    return raw
+
+
+MAX_PATH_PART = 64  # how much of one part of a field path (a map key the file chose) an error repeats
+
+
+def _field_path(loc: tuple[int | str, ...]) -> str:
+    """pydantic's location as a dotted path; a map key the file chose is cut, an empty one shown as ""."""
+    return ".".join(bounded(str(part), MAX_PATH_PART) if part != "" else '""' for part in loc) or "(document)"
+
+
+def read_yaml(path: str | Path, *, max_bytes: int = MAX_FILE_BYTES) -> dict[str, Any]:
+    """Parse a YAML mapping; anything but a mapping, as YAML text, is a MalformedFile naming the file and line, and
+    a file over ``max_bytes`` an OversizedFile, refused unparsed."""
+    raw = _read_capped(path, max_bytes)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -100,5 +132,5 @@ def validate(model: type[M], data: Mapping[str, Any], *, source: str) -> M:
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        problems = [(".".join(str(p) for p in err["loc"]) or "(document)", err["msg"]) for err in exc.errors()]
+        problems = [(_field_path(err["loc"]), bounded(err["msg"])) for err in exc.errors()]
         raise ConfigError(source, problems) from None

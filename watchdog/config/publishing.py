@@ -18,7 +18,8 @@ class PublishingSettings(Section):
         30.0, gt=0, description="A connection idle this long (before its first request or between requests) is closed."
     )
     max_connections: int = Field(
-        32, ge=1, description="Concurrent connections served; more are closed at once (a scraper needs one or two)."
+        32, ge=1, description="Concurrent connections served; when full, idle ones make room and one client holds at "
+        "most half; probes get 4 slots beyond it (docs/metrics.md, \"Connections and probes\")."
     )
     process_metrics: bool = Field(
         True, description="Serve the standard process_* metrics (CPU seconds, resident memory, open fds, start time)."

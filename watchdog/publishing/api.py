@@ -6,7 +6,8 @@ Metrics say *how many*; a tenant whose pod was evicted, or an operator deciding 
 `ActionRecord` behind an increment of `gpu_watchdog_evictions_total`), carried forward from each TickResult by
 ``DecisionLog`` rather than re-derived. Both are documents with `apiVersion` and `kind`, described by
 `api.schema.json` beside this module (docs/api.md); `?namespace=` and `?pod=` filter them, `?limit=` bounds the
-decisions. Nothing here writes or calls out: a request reads values already held in memory.
+decisions. Nothing here writes or calls out: a request reads values already held in memory. Free text (a
+message, a reason, a detail) may quote configuration and is cut to ``watchdog.model.text.MAX_SHOWN_CHARACTERS``.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any, Callable
 from aiohttp import web
 
 from watchdog.model import ActionRecord, Finding, PodRef, Snapshot, TickResult
+from watchdog.model.text import bounded
 
 API_VERSION = "gpu-watchdog.io/v1"
 DEFAULT_DECISIONS = 500
@@ -75,7 +77,7 @@ def finding_json(finding: Finding) -> dict[str, Any]:
         "victims": [_pod(victim) for victim in finding.victims],
         "culprit": _pod(finding.culprit),
         "tenant": finding.tenant,
-        "message": finding.message,
+        "message": bounded(finding.message),
         "evidence": _plain(finding.evidence),
         "usage": {key: value for key, value in dict(finding.usage).items() if math.isfinite(value)},
         "needed": finding.needed if finding.needed is None or math.isfinite(finding.needed) else None,
@@ -106,13 +108,13 @@ def decision_json(tick: int, record: ActionRecord) -> dict[str, Any]:
         "tick": tick,
         "timestamp": record.timestamp,
         "result": str(record.result),
-        "reason": record.reason,
+        "reason": bounded(record.reason),
         "mode": str(record.mode),
         "pod": {"namespace": record.namespace, "name": record.pod, "uid": record.uid} if record.pod else None,
         "namespace": record.namespace,
         "findingKey": record.finding_key,
         "findingKind": str(record.finding_kind),
-        "detail": record.detail,
+        "detail": bounded(record.detail),
         "httpStatus": record.http_status,
     }
 

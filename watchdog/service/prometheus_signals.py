@@ -18,6 +18,7 @@ import aiohttp
 
 from watchdog.config import SignalsSettings
 from watchdog.config.runtime import RuntimePolicy
+from watchdog.model.text import bounded
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +119,7 @@ class PrometheusSignals:
             except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as exc:
                 kind = error_kind(exc)
                 if not self.errors:
-                    log.warning("victim-signal query for tenant %s failed (%s): %s", tenant, kind, exc)
+                    log.warning("victim-signal query for tenant %s failed (%s): %s", tenant, kind, bounded(str(exc)))
                 self.errors[kind] += 1
                 continue
             now = self.clock()
