@@ -3,13 +3,15 @@ and the attributor's hold-back of a claimed device no slice names yet."""
 
 from __future__ import annotations
 
+from tests.attribution.stage_fakes import FixedKubelet, FixedProc
 from watchdog.attribution.assignments import KubeletAssignments
-from watchdog.attribution.join import attribute, resolve_claim_devices, unassigned_processes, with_claims
+from watchdog.attribution.join import attribute, resolve_claim_devices, unassigned_processes
 from watchdog.attribution.kubelet import PodResourcesClient
+from watchdog.attribution.pods import PodCache
 from watchdog.attribution.slices import SliceCache
-from watchdog.model import (Attribution, ClaimDevice, ClaimRef, DeviceAssignment, Finding, FindingKind, PodIndex,
-                            PodRef, ResourceSliceInfo, Severity, SliceDevice)
-from watchdog.service.attributor import NodeAttributor
+from watchdog.attribution.stage import NodeAttributor
+from watchdog.model import (ClaimDevice, ClaimRef, DeviceAssignment, PodIndex, PodRef, ResourceSliceInfo,
+                            SliceDevice)
 
 DRIVER = "gpu.nvidia.com"
 
@@ -102,49 +104,13 @@ def test_a_mig_device_advertised_without_uuid_resolves_to_the_one_mig_device_of_
     assert resolve_claim_devices(wants, index)[0] == ()
 
 
-class KubeletView:
-    """What the attributor reads of ``KubeletAssignments``, fixed for one test."""
-
-    def __init__(self, claim_devices):
-        self.assignments = ()
-        self.claim_devices = tuple(claim_devices)
-        self.ok = True
-        self.listed_at = 0.0
-        self.unknown: list[str] = []
-
-    def note_unknown(self, device, now):
-        self.unknown.append(device)
-
-    def request_refresh(self):
-        pass
-
-
-class Pods:
-    def __init__(self, *pods):
-        self._index = PodIndex.of(pods)
-
-    def index(self, tenant_label):
-        return self._index
-
-
-class Proc:
-    counters: dict = {}
-    hosts: dict = {}
-
-    def __init__(self, table):
-        self.table = table
-
-    def read(self, pids):
-        return {pid: self.table[pid] for pid in pids if pid in self.table}
-
-
 def test_a_claimed_device_without_a_slice_entry_is_held_back_then_attributed(make_pod, mig_sample, clock):
     notebook = make_pod("notebook")
     cache = SliceCache()
     cache.replace([slice_of(("gpu-0-mig-19-0-1", None))])  # the driver created it; its UUID is not published yet
-    kubelet = KubeletView([claimed("gpu-0-mig-19-0-1", "notebook")])
-    attributor = NodeAttributor(kubelet=kubelet, pods=Pods(notebook), pods_ok=lambda: True, clock=clock,
-                                proc=Proc({7: (notebook.uid, notebook.containers[0].container_id)}), slices=cache)
+    kubelet = FixedKubelet(claim_devices=[claimed("gpu-0-mig-19-0-1", "notebook")])
+    attributor = NodeAttributor(kubelet=kubelet, pods=PodCache([notebook]), pods_ok=lambda: True, clock=clock,
+                                proc=FixedProc({7: (notebook.uid, notebook.containers[0].container_id)}), slices=cache)
     sample = mig_sample(("MIG-new", (7,)))
     attributor.attribute(sample, tenant_label=None)
     kubelet.listed_at = clock.advance(5)  # a List after the process was first seen still names no UUID for it
@@ -163,11 +129,11 @@ def test_a_claimed_device_without_a_slice_entry_is_held_back_then_attributed(mak
 def test_a_process_on_a_device_no_claim_of_its_pod_allocated_is_unassigned(make_pod, mig_sample, clock):
     owner, intruder = make_pod("owner"), make_pod("intruder", namespace="batch")
     cache = SliceCache([slice_of(("gpu-0-mig-19-0-1", "MIG-a"), ("gpu-0-mig-19-1-1", "MIG-b"))])
-    kubelet = KubeletView([claimed("gpu-0-mig-19-0-1", "owner"),
-                           claimed("gpu-0-mig-19-1-1", "intruder", namespace="batch")])
-    proc = Proc({1: (owner.uid, owner.containers[0].container_id),
+    kubelet = FixedKubelet(claim_devices=[claimed("gpu-0-mig-19-0-1", "owner"),
+                                          claimed("gpu-0-mig-19-1-1", "intruder", namespace="batch")])
+    proc = FixedProc({1: (owner.uid, owner.containers[0].container_id),
                  2: (intruder.uid, intruder.containers[0].container_id)})
-    attributor = NodeAttributor(kubelet=kubelet, pods=Pods(owner, intruder), pods_ok=lambda: True, clock=clock,
+    attributor = NodeAttributor(kubelet=kubelet, pods=PodCache([owner, intruder]), pods_ok=lambda: True, clock=clock,
                                 proc=proc, slices=cache)
     sample = mig_sample(("MIG-a", (1, 2)), ("MIG-b", ()))
     clock.advance(30)
@@ -176,22 +142,3 @@ def test_a_process_on_a_device_no_claim_of_its_pod_allocated_is_unassigned(make_
     clock.advance(5)
     result = attributor.attribute(sample, tenant_label=None)
     assert unassigned_processes(sample, result) == {2: ("MIG-a", "batch/intruder")}
-
-
-def test_findings_carry_the_claim_of_the_pod_they_are_about():
-    sweep, infer = PodRef("batch", "sweep", "u1"), PodRef("prod", "infer", "u2")
-    attribution = Attribution(claims={("MIG-3g", "batch/sweep"): ClaimRef("batch", "sweep-mig"),
-                                      ("MIG-1g", "prod/infer"): ClaimRef("prod", "infer-mig")})
-
-    def finding(**fields):
-        return Finding(kind=FindingKind.INTERFERENCE, key="k", domain="gpu/GPU-0/power", resource="power",
-                       severity=Severity.WARNING, first_tick=1, last_tick=2, since=0.0, **fields)
-
-    power, xid, plain = with_claims([
-        finding(victims=(infer,), culprit=sweep, gpu_uuid="GPU-0"),  # whole-GPU finding: the pod's only claim
-        finding(victims=(infer,), mig_uuid="MIG-1g", gpu_uuid="GPU-0"),  # no culprit: the victim's claim
-        finding(victims=(PodRef("web", "api", "u3"),)),  # a device-plugin pod: unchanged
-    ], attribution)
-    assert (power.evidence["claim_namespace"], power.evidence["claim_name"]) == ("batch", "sweep-mig")
-    assert xid.evidence["claim_name"] == "infer-mig"
-    assert "claim_name" not in plain.evidence

@@ -7,7 +7,7 @@ from detection_builders import GIB, attribution, gpu, mig, pod, proc, sample
 
 from watchdog.config.detection import DetectionPolicy
 from watchdog.detection import Detector
-from watchdog.detection.memory import relief_order
+from watchdog.detection.memory import MemoryPressureDetector, relief_order
 from watchdog.model import FindingKind, Severity
 
 MIB = 1 << 20
@@ -132,14 +132,20 @@ def test_a_small_allocation_within_its_request_does_not_make_the_culprit():
 def test_a_pod_gone_for_stale_ticks_is_forgotten_and_returns_as_new(pods):
     a, b = pods
     policy = POLICY.model_copy(update={"memory_pressure": POLICY.memory_pressure.model_copy(update={"stale_ticks": 5})})
-    detector = Detector(policy)
+    built: list[MemoryPressureDetector] = []
+
+    def memory_source(policy, *, tenant_of):  # the registry's shape, keeping the source to look inside it
+        built.append(MemoryPressureDetector(policy, tenant_of=tenant_of))
+        return built[-1]
+
+    detector = Detector(policy, sources=(memory_source,))
     both = attribution(devices={"MIG-s": [a, b]}, processes={100: a, 200: b})
     alone = attribution(devices={"MIG-s": [a, pod("team-c", "c")]}, processes={100: a})
     for t in range(3):
         detector.step(shared_mig(t, a_bytes=4 * GIB, b_bytes=5 * GIB), both)
     for t in range(3, 12):  # b away for 9 ticks (> 5): its row and arrival tick are dropped
         detector.step(shared_mig(t, a_bytes=4 * GIB, b_bytes=0), alone)
-    state = detector._memory._devices["MIG-s"]
+    state = built[0]._devices["MIG-s"]
     assert "team-b/train" not in state.first_seen and "team-b/train" not in state.memory.members
     for t in range(12, 16):  # back with 5.5 GiB: it arrived within the window, so it grew from nothing
         found = pressure(detector.step(shared_mig(t, a_bytes=4 * GIB, b_bytes=5 * GIB + 512 * MIB), both))

@@ -57,7 +57,7 @@ def test_defaults_are_the_documented_ones():
         ({"victim_signal_overrides": {"ml": {"query": ""}}}, "victim_signal_overrides.ml.query"),
         ({"victim_signal_overrides": {"ml": {}}}, "victim_signal_overrides.ml.query"),
         ({"interference": {"kk_sigma": 3}}, "interference.kk_sigma"),
-        ({"unauthorized": {"exempt_labels": {"": "x"}}}, "unauthorized"),
+        ({"unauthorized": {"exempt_labels": {"": "x"}}}, "unauthorized.exempt_labels..[key]"),
         ({"memory_pressure": {"min_growth_share": 2}}, "memory_pressure.min_growth_share"),
         ({"quota": {"stale_ticks": 0}}, "quota.stale_ticks"),
     ],

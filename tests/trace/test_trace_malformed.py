@@ -52,3 +52,11 @@ def test_malformed_header_names_line_one(tmp_path: Path) -> None:
     path = write(tmp_path / "deep.jsonl", b"{" + b'"a":{' * 5000 + b"}" * 5001)
     with pytest.raises(TraceError, match=f"^{path}:1: \\(line\\): nested deeper than 64 levels"):
         read_trace(path)
+
+
+def test_timestamps_that_go_backwards_name_file_and_line(tmp_path: Path) -> None:
+    later = {**GOOD, "tick": 2, "timestamp": 0.5}
+    path = write(tmp_path / "back.jsonl", line(HEADER), line(GOOD), line({**GOOD, "tick": 2}),
+                 line({**later, "tick": 3}))
+    with pytest.raises(TraceError, match=rf"^{path}:4: timestamp: 0.5 goes backwards from the previous tick's 1.0$"):
+        list(read_trace(path))

@@ -8,7 +8,7 @@ import pytest
 
 from watchdog.config import Policy
 from watchdog.evaluation import replay, simulate
-from watchdog.trace import TraceError, TraceHeader, TraceWriter, read_trace
+from watchdog.trace import TraceError, TraceHeader, TraceWriter, decode_tick, read_trace
 from watchdog.trace import parsing
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -79,7 +79,13 @@ def test_defaults_the_schema_requires_are_still_written(tmp_path: Path, recorded
     with TraceWriter(path, header=TraceHeader(node=sample.node, tick_seconds=1.0, started=0.0)) as writer:
         writer.write(sample, attribution)
         writer.write(bare, attribution)
-    assert [(r.sample, r.attribution) for r in read_trace(path)] == [(sample, attribution), (bare, attribution)]
+    lines = [json.loads(line) for line in path.read_text().splitlines()[1:]]
+    assert lines[1]["sample"]["gpus"] == [] and lines[1]["sample"]["xids"][0]["gpu_index"] == 0
+    assert decode_tick(lines[1], node=sample.node)[0] == bare
+    records = list(read_trace(path))
+    assert (records[0].sample, records[0].attribution) == (sample, attribution)
+    # Read back through the plausibility gate, the Xid naming a GPU the tick does not list is refused, as live.
+    assert records[1].sample.xids == () and [r.check for r in records[1].sample.rejected] == ["identity"]
 
 
 def test_compact_gzip_is_smaller_than_version_1(recorded: dict[str, Path]) -> None:

@@ -1,7 +1,7 @@
 """Join one NVML sample with the kubelet's assignments, the /proc cgroup answers and the pod cache.
 
-Pure: no I/O, no asyncio, no clock; every input is plain data handed in by the service, so this is table-tested and
-benchmarked alone. Two rules carry the safety story:
+Pure: no I/O, no asyncio, no clock; every input is plain data handed in by the stage (``stage.NodeAttributor``), so
+this is table-tested and benchmarked alone. Two rules carry the safety story:
 
 - A device is attributed only to pods the API still has *and* that are live. The kubelet keeps listing a pod's
   devices until it has torn the pod down, so a Succeeded/Failed or deleting pod would otherwise keep "owning" its
@@ -12,18 +12,17 @@ benchmarked alone. Two rules carry the safety story:
 Devices allocated through Dynamic Resource Allocation join in two steps: ``resolve_claim_devices`` turns the
 kubelet's (claim, driver, pool, device) tuples into ordinary assignments through the driver's ResourceSlices, and
 whatever no slice names yet (a MIG device created at claim time, before its slice is updated) is handed back so the
-service can hold those pods' processes back instead of judging them.
+stage can hold those pods' processes back instead of judging them.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
 from types import MappingProxyType
 from typing import Iterable, Iterator, Mapping
 
 from watchdog.attribution.pods import container_name_of
-from watchdog.model import (EMPTY, Attribution, ClaimDevice, ClaimRef, DeviceAssignment, Finding, HostProcess,
-                            NodeSample, PodIndex, PodRef, ProcessSample, SliceDevice, SliceKey)
+from watchdog.model import (EMPTY, Attribution, ClaimDevice, ClaimRef, DeviceAssignment, HostProcess, NodeSample,
+                            PodIndex, PodRef, ProcessSample, SliceDevice, SliceKey)
 
 
 def attribute(
@@ -45,7 +44,7 @@ def attribute(
     pod's process really is that pod's). ``index`` is the pod cache's frozen index (``PodCache.index``), built once
     per cache change and carried on in the attribution, with its tenant rule, for every later stage. What each pod
     uses of each device is summed from ``processes`` when a stage first asks (``Attribution.usage``), so a PID
-    taken back later (the service's hold-back of unconfirmed pairs) is never counted for its pod.
+    taken back later (``stage.NodeAttributor``'s hold-back of unconfirmed pairs) is never counted for its pod.
     ``host_processes``: the PIDs NVML reported that ``hosts`` (the /proc reader's) places in no pod at all.
     """
     devices: dict[str, list[PodRef]] = {}
@@ -128,37 +127,6 @@ def resolve_claim_devices(
     return resolved, tuple(unresolved)
 
 
-def with_claims(findings: Iterable[Finding], attribution: Attribution) -> tuple[Finding, ...]:
-    """The findings, each with ``claim_namespace``/``claim_name`` in its evidence when the pod it is about (the
-    culprit, else the first victim) holds a device through a DRA claim: the claim on the finding's own device
-    (``mig_uuid``, else ``gpu_uuid``) when there is one, else the pod's only claim on the node (a whole-GPU finding
-    about a pod on one of its MIG devices). Evidence is not material (``model.findings.material``): adding it never
-    reopens or re-announces a finding."""
-    findings = tuple(findings)
-    if not attribution.claims:
-        return findings
-    by_pod: dict[str, set[ClaimRef]] = {}
-    for (_, key), claim in attribution.claims.items():
-        by_pod.setdefault(key, set()).add(claim)
-    enriched = []
-    for finding in findings:
-        ref = finding.culprit or (finding.victims[0] if finding.victims else None)
-        claim = None
-        if ref is not None:
-            device = finding.mig_uuid or finding.gpu_uuid
-            claim = attribution.claims.get((device, ref.key))
-            held = by_pod.get(ref.key, set())
-            if claim is None and len(held) == 1:
-                claim = next(iter(held))
-        if claim is None:
-            enriched.append(finding)
-            continue
-        evidence = MappingProxyType({**finding.evidence, "claim_namespace": claim.namespace,
-                                     "claim_name": claim.name})
-        enriched.append(replace(finding, evidence=evidence))
-    return tuple(enriched)
-
-
 def unknown_devices(sample: NodeSample, assignments: Iterable[DeviceAssignment]) -> tuple[str, ...]:
     """UUIDs of devices running processes that no assignment names: candidates for ``note_unknown``.
 
@@ -190,8 +158,9 @@ def unresolvable_device_ids(assignments: Iterable[DeviceAssignment]) -> tuple[st
 def unassigned_processes(sample: NodeSample, attribution: Attribution) -> dict[int, tuple[str, str]]:
     """PID → (device UUID, pod key) for processes whose pod is not among the device's assigned owners.
 
-    These are what "unauthorized use" is judged on; the service holds each new pair back until a kubelet List that
-    started after it was first seen confirms it (a pod that just got the device is not yet in the last List).
+    These are what "unauthorized use" is judged on; the stage (``stage.NodeAttributor``) holds each new pair back
+    until a kubelet List that started after it was first seen confirms it (a pod that just got the device is not yet
+    in the last List).
     """
     found: dict[int, tuple[str, str]] = {}
     for gpu in sample.gpus:

@@ -3,6 +3,7 @@
 from pydantic import Field
 
 from watchdog.config._base import Section
+from watchdog.model.plausibility import DEFAULT_QUARANTINE_TICKS
 
 
 class SamplingSettings(Section):
@@ -20,4 +21,8 @@ class SamplingSettings(Section):
     )
     process_util_hold_seconds: float = Field(
         5.0, ge=0, description="Keep a process's last SM/memory share this long while NVML has no newer sample."
+    )
+    quarantine_ticks: int = Field(
+        DEFAULT_QUARANTINE_TICKS, ge=0, le=86_400,
+        description="After an implausible reading, plausible ticks a device must read before detection judges it.",
     )

@@ -23,7 +23,7 @@ from typing import Callable, Mapping
 import numpy as np
 
 from watchdog.config.detection import InterferencePolicy
-from watchdog.detection.domains import Domain, DomainKind
+from watchdog.detection.domain_types import Domain, DomainKind
 from watchdog.detection.rings import UNATTRIBUTED, SlotRing, pearson
 from watchdog.model import EMPTY, PodRef
 

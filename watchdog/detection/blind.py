@@ -15,7 +15,7 @@ rates for the whole GPU only (as DCGM samples them) leaves every instance's shar
 from __future__ import annotations
 
 from dataclasses import dataclass
-from watchdog.detection.domains import Domain, DomainKind
+from watchdog.detection.domain_types import Domain, DomainKind
 from watchdog.model import Finding, FindingKind, Severity
 
 MISSING_USE = "per-instance SM activity of the neighbours"

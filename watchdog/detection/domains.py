@@ -12,100 +12,17 @@ A pod belongs to a device when the kubelet assigned it (attribution.devices) or 
 
 from __future__ import annotations
 
-import re
 from collections import Counter
-from functools import lru_cache
-from dataclasses import dataclass, field
-from enum import StrEnum
-from typing import Mapping, Sequence
+from typing import Sequence
 
-from watchdog.model import EMPTY, Attribution, GpuSample, MigSample, NodeSample, PodRef, PodUsage, ProcessSample
+from watchdog.detection.domain_types import Device, Domain, DomainKind, unique_refs
+from watchdog.detection.pcie import pcie_domain
+from watchdog.detection.trust import ambiguous_uuids
+from watchdog.model import Attribution, GpuSample, MigSample, NodeSample, PodRef, PodUsage, ProcessSample
 
-# Compute slices of an A100/H100/H200 (NVIDIA MIG user guide, "Supported MIG Profiles"); only scales the `share`
-# evidence.
-MIG_COMPUTE_SLICES = 7
-_PROFILE_SLICES = re.compile(r"^(?:(\d+)c\.)?(\d+)g\.")
-
-
-class DomainKind(StrEnum):
-    POWER = "power"
-    TIMESLICE = "timeslice"
-    GPU_INSTANCE = "gi"
-    PCIE = "pcie"
-
-
-# Device and Domain are built afresh for every device and domain of every tick and never changed after: they are
-# plain (not frozen) dataclasses because a frozen dataclass's __init__ costs three times as much, about 0.2 ms a
-# tick on a 56-instance node (bench/bench_detection.py). Treat them as immutable.
-
-
-@dataclass(slots=True)
-class Device:
-    """One allocatable device: a MIG instance, or a whole GPU when MIG is off."""
-
-    uuid: str
-    gpu: GpuSample
-    mig: MigSample | None
-    assigned: tuple[PodRef, ...]  # what the kubelet says it gave
-    pods: tuple[PodRef, ...]  # assigned ∪ owners of processes seen here, assigned first
-    processes: tuple[ProcessSample, ...]
-    memory_total: int | None
-    memory_used: int | None
-    memory_reserved: int | None
-    pod_memory: Mapping[str, int] = field(default_factory=lambda: EMPTY)  # pod key → bytes
-    pod_sm: Mapping[str, float] = field(default_factory=lambda: EMPTY)  # pod key → SM activity 0–1
-    pod_dram: Mapping[str, float] = field(default_factory=lambda: EMPTY)  # pod key → memory-controller share 0–1
-    unattributed_sm: float | None = None  # SM activity (0–1 of this device) of processes no known pod owns
-    compute_instances: tuple[str, ...] = ()  # a GI's memory pool (detection/pools.py): the UUIDs of its CI devices
-
-    @property
-    def profile(self) -> str | None:
-        return self.mig.profile if self.mig else None
-
-    @property
-    def share(self) -> float:
-        """Fraction of the GPU's compute this device can use."""
-        return 1.0 if self.mig is None else profile_share(self.mig.profile)
-
-
-@lru_cache(maxsize=256)
-def profile_share(profile: str) -> float:
-    """Compute slices of a MIG profile ("3g.40gb", or "1c.4g.40gb" for a compute instance) over the GPU's."""
-    match = _PROFILE_SLICES.match(profile)
-    if not match:
-        return 1.0 / MIG_COMPUTE_SLICES
-    return min(1.0, int(match.group(1) or match.group(2)) / MIG_COMPUTE_SLICES)
-
-
-@dataclass(slots=True)
-class Domain:
-    """A set of pods contending for one resource, with the raw numbers that say how contended it is."""
-
-    key: str
-    kind: DomainKind
-    resource: str  # "power", "sm", "dram"
-    gpu: GpuSample
-    pods: tuple[PodRef, ...]
-    activity: Mapping[str, float | None]  # pod key → its use, relative to its own share (0–1)
-    share: Mapping[str, float]  # pod key → fraction of the domain's capacity it can use
-    busy: float | None = None  # timeslice: GPU busy share; gi: DRAM bandwidth use
-    clock_loss: float | None = None  # power: 1 − sm_clock / max
-    reasons: int | None = None  # power: nvmlClocksEventReason mask
-    unattributed: float | None = None  # power: share of the GPU's compute driven by processes of no known pod
-    # The activity a pod's *victim signal* is judged on where it differs from the use the culprit search reads:
-    # pcie judges victims by their SM activity (starved input) and culprits by their share of the link.
-    victim_activity: Mapping[str, float | None] | None = None
-
-
-def _unique(refs: Sequence[PodRef]) -> tuple[PodRef, ...]:
-    if len(refs) < 2:
-        return tuple(refs)
-    seen: dict[str, PodRef] = {}
-    for ref in refs:
-        key = ref.key
-        if key not in seen:
-            seen[key] = ref
-    return tuple(seen.values())
+# The types live in domain_types (pcie.py builds on them too); named here as well for the callers that read a
+# tick's devices and domains from this module.
+__all__ = ["Device", "Domain", "DomainKind", "devices_of", "domains_of"]
 
 
 def _by_pod(users: tuple[PodUsage, ...], attr: str) -> dict[str, float]:
@@ -129,9 +46,9 @@ def _device(
     attribution: Attribution,
     pooled: bool = False,
 ) -> Device:
-    assigned = _unique(attribution.devices.get(uuid, ()))
+    assigned = unique_refs(attribution.devices.get(uuid, ()))
     owners = [user.ref for user in users if user.ref is not None]
-    pods = _unique([*assigned, *owners]) if owners else assigned
+    pods = unique_refs([*assigned, *owners]) if owners else assigned
     source = mig if mig is not None else gpu
     memory = {k: int(v) for k, v in _by_pod(users, "memory_bytes").items()}
     if not memory and len(pods) == 1 and source.memory_used_bytes is not None and not pooled:
@@ -167,17 +84,23 @@ def _device(
     )
 
 
-def devices_of(sample: NodeSample, attribution: Attribution) -> list[Device]:
+def devices_of(
+    sample: NodeSample, attribution: Attribution, *, leave_out: frozenset[str] | None = None
+) -> list[Device]:
     """Every MIG instance and every non-MIG GPU of the sample; lost GPUs have no devices (Xid scoping falls back
-    to the kubelet's assignments for them)."""
+    to the kubelet's assignments for them). A UUID in ``leave_out`` has no device, nor has a GPU's instances; by
+    default that is every UUID two devices of the sample claim, which names neither (detection/trust.py)."""
     usage = attribution.usage(sample)
+    ambiguous = ambiguous_uuids(sample) if leave_out is None else leave_out
     devices: list[Device] = []
     for gpu in sample.gpus:
-        if gpu.lost:
+        if gpu.lost or gpu.uuid in ambiguous:
             continue
         if gpu.mig_enabled:
             per_gi = Counter(mig.gpu_instance for mig in gpu.instances)
             for mig in gpu.instances:
+                if mig.uuid in ambiguous:
+                    continue
                 devices.append(_device(uuid=mig.uuid, gpu=gpu, mig=mig, processes=mig.processes,
                                        users=usage.get(mig.uuid, ()), attribution=attribution,
                                        pooled=per_gi[mig.gpu_instance] > 1))
@@ -187,7 +110,7 @@ def devices_of(sample: NodeSample, attribution: Attribution) -> list[Device]:
     return devices
 
 
-def domains_of(devices: list[Device]) -> list[Domain]:
+def domains_of(devices: Sequence[Device]) -> list[Domain]:
     """The sharing domains with at least two pods, in a stable order."""
     by_gpu: dict[str, list[Device]] = {}
     for device in devices:
@@ -199,8 +122,6 @@ def domains_of(devices: list[Device]) -> list[Domain]:
         if power is not None:
             domains.append(power)
             if gpu.mig_enabled:
-                from watchdog.detection.pcie import pcie_domain  # it builds on this module's types
-
                 link = pcie_domain(gpu, members, pods=power.pods, sm_activity=power.activity)
                 if link is not None:
                     domains.append(link)
@@ -224,11 +145,12 @@ def domains_of(devices: list[Device]) -> list[Domain]:
             continue
         by_gi: dict[int, list[Device]] = {}
         for device in members:
-            by_gi.setdefault(device.mig.gpu_instance, []).append(device)  # type: ignore[union-attr]
+            if device.mig is not None:  # a whole GPU cannot sit in a MIG GPU's group; never assume it
+                by_gi.setdefault(device.mig.gpu_instance, []).append(device)
         for gi, instances in sorted(by_gi.items()):
             if len(instances) < 2:
                 continue  # a GI of one compute instance: nothing inside it is shared
-            pods = _unique([ref for d in instances for ref in d.pods])
+            pods = unique_refs([ref for d in instances for ref in d.pods])
             if len(pods) < 2:
                 continue
             dram = [d.mig.dram_bw_util for d in instances if d.mig.dram_bw_util is not None]  # type: ignore[union-attr]
@@ -247,7 +169,7 @@ def domains_of(devices: list[Device]) -> list[Domain]:
     return domains
 
 
-def _activity(devices: list[Device], pods: tuple[PodRef, ...]) -> dict[str, float | None]:
+def _activity(devices: Sequence[Device], pods: tuple[PodRef, ...]) -> dict[str, float | None]:
     """A pod's SM activity across its devices, weighted by each device's share; None when nothing is known."""
     weighted: dict[str, float] = {}
     total: dict[str, float] = {}
@@ -263,7 +185,7 @@ def _activity(devices: list[Device], pods: tuple[PodRef, ...]) -> dict[str, floa
     return result
 
 
-def _share(devices: list[Device], pods: tuple[PodRef, ...]) -> dict[str, float]:
+def _share(devices: Sequence[Device], pods: tuple[PodRef, ...]) -> dict[str, float]:
     share = {ref.key: 0.0 for ref in pods}
     for device in devices:
         part = device.share / max(len(device.pods), 1)
@@ -273,8 +195,8 @@ def _share(devices: list[Device], pods: tuple[PodRef, ...]) -> dict[str, float]:
     return share
 
 
-def _power_domain(gpu: GpuSample, devices: list[Device]) -> Domain | None:
-    pods = _unique([ref for d in devices for ref in d.pods])
+def _power_domain(gpu: GpuSample, devices: Sequence[Device]) -> Domain | None:
+    pods = unique_refs([ref for d in devices for ref in d.pods])
     if len(pods) < 2:
         return None
     loss = None

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from watchdog.detection.antagonist import Series
 from watchdog.detection.blind import BlindEpisode
-from watchdog.detection.domains import Domain
+from watchdog.detection.domain_types import Domain
 from watchdog.detection.levels import LevelSet, UseLevels
 from watchdog.detection.rings import Baseline, SlotRing
 from watchdog.detection.scheduler_model import SchedulerEvidence

@@ -17,11 +17,13 @@ not be read is not in ``Attribution.host_processes`` and is never judged: unread
 from __future__ import annotations
 
 from fnmatch import fnmatchcase
+from typing import Callable
 
 from watchdog.config.detection import DetectionPolicy, UnauthorizedPolicy
-from watchdog.detection.domains import Device
+from watchdog.detection.domain_types import Device
 from watchdog.detection.runs import Run, Runs, report_open
-from watchdog.model import Attribution, Finding, FindingKind, HostProcess, ProcessSample, Severity
+from watchdog.detection.view import DEVICES, TickView
+from watchdog.model import Finding, FindingKind, HostProcess, PodRef, ProcessSample, Severity
 
 
 def host_exempt(host: HostProcess, policy: UnauthorizedPolicy) -> bool:
@@ -32,7 +34,12 @@ def host_exempt(host: HostProcess, policy: UnauthorizedPolicy) -> bool:
 
 
 class HostProcessDetector:
-    def __init__(self, policy: DetectionPolicy) -> None:
+    name = "unauthorized_host"
+    needs = frozenset({DEVICES})
+
+    def __init__(self, policy: DetectionPolicy, *, tenant_of: Callable[[PodRef], str] | None = None) -> None:
+        """``tenant_of`` is the registry's common argument (view.SourceFactory): a process in no pod has no
+        tenant, so it goes unused."""
         self._policy = policy
         self._runs = Runs()
         self._open: dict[str, Finding] = {}
@@ -40,15 +47,17 @@ class HostProcessDetector:
     def set_policy(self, policy: DetectionPolicy) -> None:
         self._policy = policy
 
-    def step(self, devices: list[Device], attribution: Attribution, *, tick: int, timestamp: float) -> list[Finding]:
+    def step(self, view: TickView) -> list[Finding]:
+        """Processes in no pod on devices the kubelet gave to a pod."""
         policy = self._policy.unauthorized
+        attribution, tick, timestamp = view.attribution, view.tick, view.timestamp
         if not (policy.enabled and policy.host_processes):
             self._runs, self._open = Runs(), {}
             return []
         if not attribution.healthy:
             return self._report(tick)  # cannot tell: neither raise nor clear anything
         observed: set[str] = set()
-        for device in devices:
+        for device in view.devices or ():
             if not device.assigned:
                 continue  # a device no pod was given is nobody's to defend
             hosts = [(proc, attribution.host_processes.get(proc.pid)) for proc in device.processes]

@@ -17,17 +17,21 @@ from typing import Callable, Mapping
 from watchdog.config.detection import DetectionPolicy
 from watchdog.detection.antagonist import Before, find_antagonist
 from watchdog.detection.blind import BlindEpisode, blind_to_neighbours, culprit_unknown_finding
-from watchdog.detection.domains import Domain, DomainKind
+from watchdog.detection.domain_types import Domain, DomainKind
 from watchdog.detection.episodes import ClosedEpisode, DomainState, Episode, PodState
 from watchdog.detection.interference_finding import interference_finding
 from watchdog.detection.levels import LevelSet, learn_domain, learn_link
 from watchdog.detection.rings import UNATTRIBUTED, Baseline, SlotRing
 from watchdog.detection.victim_signals import NVML, Signal, contended, fair_levels, nvml_signal, victim_signal
+from watchdog.detection.view import DOMAINS, TickView
 from watchdog.model import Attribution, Finding, PodRef
 
 
 class InterferenceDetector:
     """Per-domain baselines, outlier flags and antagonist search; one finding per (domain, antagonist)."""
+
+    name = "interference"
+    needs = frozenset({DOMAINS})
 
     def __init__(self, policy: DetectionPolicy, *, tenant_of: Callable[[PodRef], str]) -> None:
         self._policy = policy
@@ -57,20 +61,14 @@ class InterferenceDetector:
         p = policy.interference
         return max(p.correlation_window, p.flags_window)
 
-    def step(
-        self,
-        domains: list[Domain],
-        attribution: Attribution,
-        *,
-        tick: int,
-        timestamp: float,
-        external: Mapping[str, float],
-    ) -> list[Finding]:
+    def step(self, view: TickView) -> list[Finding]:
+        """Judge every sharing domain of the tick; ``view.external`` holds the tenants' own victim signals."""
         policy = self._policy.interference
         if not policy.enabled:
             self._domains.clear()
             return []
-        for domain in domains:
+        tick, timestamp, external = view.tick, view.timestamp, view.external
+        for domain in view.domains or ():
             busy = contended(domain, policy)
             if busy is None:
                 continue  # the numbers that say whether it is contended are missing: skip, never assume
@@ -83,7 +81,7 @@ class InterferenceDetector:
             self._observe(state, busy=busy, tick=tick, external=external)
             self._attribute(state, tick=tick, timestamp=timestamp)
         self._forget_stale(tick)
-        return self._findings(attribution, tick=tick)
+        return self._findings(view.attribution, tick=tick, borrowed_gpus=view.borrowed_gpus)
 
     # ---------------------------------------------------------------------------------------------- per tick
 
@@ -289,7 +287,7 @@ class InterferenceDetector:
 
     # -------------------------------------------------------------------------------------------- findings
 
-    def _findings(self, attribution: Attribution, *, tick: int) -> list[Finding]:
+    def _findings(self, attribution: Attribution, *, tick: int, borrowed_gpus: frozenset[str]) -> list[Finding]:
         findings: list[Finding] = []
         for state in self._domains.values():
             groups: dict[str, list[tuple[str, PodState]]] = {}
@@ -299,7 +297,7 @@ class InterferenceDetector:
             for culprit_key, victims in sorted(groups.items()):
                 findings.append(interference_finding(
                     state, culprit_key, victims, attribution, tick=tick, policy=self._policy.interference,
-                    tenant_of=self._tenant_of,
+                    tenant_of=self._tenant_of, borrowed=state.domain.gpu.uuid in borrowed_gpus,
                 ))
             blind = [(key, pod.blind, pod.source) for key, pod in state.pods.items() if pod.blind is not None]
             if blind:

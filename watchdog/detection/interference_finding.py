@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Callable
 
 from watchdog.config.detection import InterferencePolicy
-from watchdog.detection.domains import DomainKind
+from watchdog.detection.domain_types import DomainKind
 from watchdog.detection.episodes import DomainState, PodState
 from watchdog.model import Attribution, Finding, FindingKind, PodRef, Severity
 
@@ -24,8 +24,10 @@ def interference_finding(
     tick: int,
     policy: InterferencePolicy,
     tenant_of: Callable[[PodRef], str],
+    borrowed: bool = False,
 ) -> Finding:
-    """The finding of one (domain, culprit): every victim latched to it, evidence from the worst of them."""
+    """The finding of one (domain, culprit): every victim latched to it, evidence from the worst of them.
+    ``borrowed``: some of the GPU's activity this tick came from outside NVML (detection/borrowed.py)."""
     domain = state.domain
     worst_key, worst = max(victims, key=lambda item: item[1].deviation)
     episode = worst.episode
@@ -74,6 +76,8 @@ def interference_finding(
         evidence["link_bytes_per_second"] = round(domain.gpu.pcie_link_bytes_per_second)
     if info is not None:
         evidence["culprit_priority"] = info.priority
+    if borrowed:
+        evidence["activity_source"] = "dcgm-exporter"
     usage = {
         key: round(float(act) * domain.share.get(key, 1.0), 4)
         for key, act in domain.activity.items()

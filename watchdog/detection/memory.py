@@ -21,9 +21,10 @@ from typing import Callable
 import numpy as np
 
 from watchdog.config.detection import DetectionPolicy
-from watchdog.detection.domains import Device
+from watchdog.detection.domain_types import Device
 from watchdog.detection.rings import SlotRing
 from watchdog.detection.runs import Runs
+from watchdog.detection.view import POOLS, TickView
 from watchdog.model import Attribution, Finding, FindingKind, PodRef, Severity
 
 
@@ -58,6 +59,9 @@ def relief_order(pods: tuple[PodRef, ...], usage: dict[str, float], attribution:
 
 
 class MemoryPressureDetector:
+    name = "memory_pressure"
+    needs = frozenset({POOLS})
+
     def __init__(self, policy: DetectionPolicy, *, tenant_of: Callable[[PodRef], str]) -> None:
         self._policy = policy
         self._tenant_of = tenant_of
@@ -71,14 +75,16 @@ class MemoryPressureDetector:
                 state.memory = state.memory.resized(window)
         self._policy = policy
 
-    def step(self, devices: list[Device], attribution: Attribution, *, tick: int, timestamp: float) -> list[Finding]:
+    def step(self, view: TickView) -> list[Finding]:
+        """Judge every memory pool of the tick (a split GPU instance is one, detection/pools.py)."""
         policy = self._policy.memory_pressure
         if not policy.enabled:
             self._devices.clear()
             self._runs = Runs()
             return []
+        attribution, tick, timestamp = view.attribution, view.tick, view.timestamp
         findings: list[Finding] = []
-        for device in devices:
+        for device in view.pools or ():
             if len(device.pods) < 2 and attribution.healthy:
                 self._devices.pop(device.uuid, None)
                 self._runs.end(device.uuid)

@@ -18,9 +18,9 @@ nvmlDeviceGetPcieThroughput but nobody's share is: a degraded victim is then rep
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Mapping, Sequence
 
-from watchdog.detection.domains import Device, Domain, DomainKind
+from watchdog.detection.domain_types import Device, Domain, DomainKind
 from watchdog.model import GpuSample, PodRef
 
 # A pod whose instance moves less than this share of the link over it has no input pipeline on it to starve: its SMs
@@ -30,7 +30,7 @@ MIN_VICTIM_LINK_USE = 0.01
 
 def pcie_domain(
     gpu: GpuSample,
-    devices: list[Device],
+    devices: Sequence[Device],
     *,
     pods: tuple[PodRef, ...],
     sm_activity: Mapping[str, float | None],

@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
+from typing import Sequence
 
-from watchdog.detection.domains import Device, _unique
+from watchdog.detection.domain_types import Device, unique_refs
 from watchdog.model import Attribution
 
 
-def shared_gpu_instances(devices: list[Device]) -> set[tuple[str, int]]:
+def shared_gpu_instances(devices: Sequence[Device]) -> set[tuple[str, int]]:
     """(GPU UUID, GI id) of every GPU instance with two or more compute-instance devices."""
     counts = Counter((d.gpu.uuid, d.mig.gpu_instance) for d in devices if d.mig is not None)
     return {key for key, count in counts.items() if count > 1}
@@ -37,7 +38,7 @@ def pool_key(gpu_uuid: str, gpu_instance: int) -> str:
     return f"gi/{gpu_uuid}/{gpu_instance}"
 
 
-def memory_pools(devices: list[Device], attribution: Attribution) -> list[Device]:
+def memory_pools(devices: Sequence[Device], attribution: Attribution) -> Sequence[Device]:
     """The devices with the CIs of each shared GI merged into one pool, in the order of each pool's first CI."""
     shared = shared_gpu_instances(devices)
     if not shared:
@@ -59,7 +60,7 @@ def _pool(cis: list[Device], attribution: Attribution) -> Device:
     first = cis[0]
     assert first.mig is not None
     processes = tuple({p.pid: p for ci in cis for p in ci.processes}.values())
-    pods = _unique([ref for ci in cis for ref in ci.pods])
+    pods = unique_refs([ref for ci in cis for ref in ci.pods])
     used = next((ci.memory_used for ci in cis if ci.memory_used is not None), None)
     memory = _pod_bytes(cis, processes, attribution)
     if not memory and len(pods) == 1 and used is not None:
@@ -69,7 +70,7 @@ def _pool(cis: list[Device], attribution: Attribution) -> Device:
         first,
         uuid=uuid,
         mig=dataclasses.replace(first.mig, uuid=uuid, profile=gi_profile(first.mig.profile), processes=processes),
-        assigned=_unique([ref for ci in cis for ref in ci.assigned]),
+        assigned=unique_refs([ref for ci in cis for ref in ci.assigned]),
         pods=pods,
         processes=processes,
         memory_used=used,

@@ -14,12 +14,12 @@ be judged again or `stale_ticks` pass. A limit removed by a policy reload closes
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Callable
+from typing import Callable, Sequence
 
 from watchdog.config.detection import DetectionPolicy
-from watchdog.detection.domains import Device
-from watchdog.detection.pools import memory_pools
+from watchdog.detection.domain_types import Device
 from watchdog.detection.runs import Run, Runs
+from watchdog.detection.view import DEVICES, POOLS, TickView
 from watchdog.model import Attribution, Finding, FindingKind, PodRef, Severity
 
 
@@ -33,6 +33,9 @@ class _Open:
 
 
 class QuotaDetector:
+    name = "quota"
+    needs = frozenset({DEVICES, POOLS})
+
     def __init__(self, policy: DetectionPolicy, *, tenant_of: Callable[[PodRef], str]) -> None:
         self._policy = policy
         self._tenant_of = tenant_of
@@ -46,17 +49,18 @@ class QuotaDetector:
         self._policy = policy
         self._drop_unconfigured()
 
-    def step(self, devices: list[Device], attribution: Attribution, *, tick: int, timestamp: float,
-             pools: list[Device] | None = None) -> list[Finding]:
-        """``pools``: the devices with each split GI merged (pools.memory_pools); computed here when not given."""
+    def step(self, view: TickView) -> list[Finding]:
+        """Memory and instance counts per tenant over the tick's pools and devices, DRAM share per time-sliced GPU,
+        and the "instance nearly full" warning per pool."""
         policy = self._policy.quota
         if not policy.enabled:
             self._runs, self._open, self._limits = Runs(), {}, {}
             return []
-        self._tick, self._timestamp = tick, timestamp
+        attribution, tick = view.attribution, view.tick
+        devices, pools = view.devices or (), view.pools or ()
+        self._tick, self._timestamp = tick, view.timestamp
         self._refs = {ref.key: ref for device in devices for ref in device.pods}
         self._drop_unconfigured()
-        pools = memory_pools(devices, attribution) if pools is None else pools
         self._memory(pools, attribution, present={device.uuid for device in devices})
         self._dram(devices)
         if attribution.healthy:  # instance counts come from the kubelet's assignments: only trust a fresh list
@@ -99,7 +103,7 @@ class QuotaDetector:
 
     # ------------------------------------------------------------------------------------------- the checks
 
-    def _memory(self, devices: list[Device], attribution: Attribution, *, present: set[str]) -> None:
+    def _memory(self, devices: Sequence[Device], attribution: Attribution, *, present: set[str]) -> None:
         """``devices`` with split GIs pooled, so a pod's bytes count once; ``present``: every device UUID sampled."""
         usage: dict[str, dict[str, float]] = {}
         incomplete: set[str] = set()  # a pod's bytes unreadable: a sum over the limit is still a breach
@@ -134,7 +138,7 @@ class QuotaDetector:
                     message=f"tenant {tenant} uses {total / 2**30:.2f} GiB of GPU memory, limit {limit / 2**30:.2f}",
                 ))
 
-    def _dram(self, devices: list[Device]) -> None:
+    def _dram(self, devices: Sequence[Device]) -> None:
         for device in devices:
             if device.mig is not None or len(device.pods) < 2:
                 continue
@@ -158,7 +162,7 @@ class QuotaDetector:
                         message=f"tenant {tenant} takes {total:.0%} of DRAM time on {device.uuid}, limit {limit:.0%}",
                     ))
 
-    def _instances(self, devices: list[Device], attribution: Attribution) -> None:
+    def _instances(self, devices: Sequence[Device], attribution: Attribution) -> None:
         held: dict[tuple[str, str], dict[str, PodRef]] = {}  # (tenant, profile) → MIG uuid → holder
         for device in devices:
             if device.profile is None:
@@ -183,7 +187,7 @@ class QuotaDetector:
                         message=f"tenant {tenant} holds {len(holders)} {profile} instances, limit {limit}",
                     ))
 
-    def _warnings(self, devices: list[Device]) -> None:
+    def _warnings(self, devices: Sequence[Device]) -> None:
         ratio = self._policy.quota.memory_warning_ratio
         if ratio is None:
             return

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from watchdog.config.detection import InterferencePolicy
-from watchdog.detection.domains import Domain
+from watchdog.detection.domain_types import Domain
 
 
 @dataclass(slots=True)

@@ -10,7 +10,7 @@ pod that is no longer live (deletionTimestamp set, or Succeeded/Failed), whose a
 released while its process is still exiting, and the pods the policy exempts (the NVIDIA GPU operator's validators
 run with NVIDIA_VISIBLE_DEVICES=all by design). A finding that cannot be re-judged (kubelet unreadable, GPU missing)
 stays open unobserved (`observed=False`) for at most `stale_ticks`. Processes in no pod at all are judged by
-``host_processes.HostProcessDetector``, which this detector runs alongside its own rule.
+``host_processes.HostProcessDetector``, a source of its own.
 """
 
 from __future__ import annotations
@@ -18,10 +18,9 @@ from __future__ import annotations
 from typing import Callable
 
 from watchdog.config.detection import DetectionPolicy, UnauthorizedPolicy
-from watchdog.detection.domains import Device
-from watchdog.detection.host_processes import HostProcessDetector
 from watchdog.detection.runs import Runs, report_open
-from watchdog.model import Attribution, Finding, FindingKind, PodInfo, PodRef, Severity
+from watchdog.detection.view import DEVICES, TickView
+from watchdog.model import Finding, FindingKind, PodInfo, PodRef, Severity
 
 
 def exempt(ref: PodRef, info: PodInfo | None, policy: UnauthorizedPolicy) -> bool:
@@ -34,28 +33,22 @@ def exempt(ref: PodRef, info: PodInfo | None, policy: UnauthorizedPolicy) -> boo
 
 
 class UnauthorizedDetector:
+    name = "unauthorized"
+    needs = frozenset({DEVICES})
+
     def __init__(self, policy: DetectionPolicy, *, tenant_of: Callable[[PodRef], str]) -> None:
         self._policy = policy
         self._tenant_of = tenant_of
         self._runs = Runs()
         self._open: dict[str, Finding] = {}
-        self._hosts = HostProcessDetector(policy)
 
     def set_policy(self, policy: DetectionPolicy) -> None:
         self._policy = policy
-        self._hosts.set_policy(policy)
 
-    def step(
-        self, devices: list[Device], attribution: Attribution, *, tick: int, timestamp: float
-    ) -> list[Finding]:
-        """Pods on devices they were not given, then processes in no pod (``HostProcessDetector``)."""
-        hosts = self._hosts.step(devices, attribution, tick=tick, timestamp=timestamp)
-        return [*self._step_pods(devices, attribution, tick=tick, timestamp=timestamp), *hosts]
-
-    def _step_pods(
-        self, devices: list[Device], attribution: Attribution, *, tick: int, timestamp: float
-    ) -> list[Finding]:
+    def step(self, view: TickView) -> list[Finding]:
+        """Pods whose processes run on devices the kubelet did not give them."""
         policy = self._policy.unauthorized
+        attribution, tick, timestamp, devices = view.attribution, view.tick, view.timestamp, view.devices or ()
         if not policy.enabled:
             self._runs, self._open = Runs(), {}
             return []

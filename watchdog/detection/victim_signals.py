@@ -32,7 +32,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from watchdog.config.detection import InterferencePolicy, VictimSignalOverride
-from watchdog.detection.domains import Domain, DomainKind
+from watchdog.detection.domain_types import Domain, DomainKind
 
 
 class Signal(NamedTuple):

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Callable
+from typing import Callable, Sequence
 
-from watchdog.config.detection import XidDetectionPolicy
-from watchdog.detection.domains import Device
-from watchdog.model import Attribution, Finding, FindingKind, NodeSample, PodRef, Severity, XidEvent
+from watchdog.config.detection import DetectionPolicy, XidDetectionPolicy
+from watchdog.detection.domain_types import Device
+from watchdog.detection.view import TickView
+from watchdog.model import Attribution, Finding, FindingKind, PodRef, Severity, XidEvent
 
 # nvmlEventType* bits (nvml.h).
 EVENT_SINGLE_BIT_ECC = 0x1
@@ -85,18 +86,23 @@ class _Open:
 
 
 class XidDetector:
-    def __init__(self, policy: XidDetectionPolicy, *, tenant_of: Callable[[PodRef], str]) -> None:
-        self._policy = policy
+    name = "xid"
+    needs: frozenset[str] = frozenset()  # the tick's devices narrow an event's scope when they could be built
+
+    def __init__(self, policy: DetectionPolicy, *, tenant_of: Callable[[PodRef], str]) -> None:
+        self._policy = policy.xid
         self._tenant_of = tenant_of
         self._open: dict[str, _Open] = {}
         self._layout: dict[str, dict[str, tuple[int, int]]] = {}  # GPU UUID → MIG UUID → (GI, CI), as last seen
         self._uuids: dict[int, str] = {}  # GPU index → UUID, as last seen
 
-    def set_policy(self, policy: XidDetectionPolicy) -> None:
-        self._policy = policy
+    def set_policy(self, policy: DetectionPolicy) -> None:
+        self._policy = policy.xid
 
-    def step(self, sample: NodeSample, devices: list[Device], attribution: Attribution) -> list[Finding]:
+    def step(self, view: TickView) -> list[Finding]:
+        """The tick's Xid events, scoped to the pods of the faulting device; each open for ``hold_seconds``."""
         policy = self._policy
+        sample, attribution, devices = view.sample, view.attribution, view.devices or ()
         if not policy.enabled:
             self._open.clear()
             return []
@@ -186,7 +192,7 @@ class XidDetector:
         )
 
 
-def _scope(event: XidEvent, devices: list[Device]) -> tuple[PodRef, ...]:
+def _scope(event: XidEvent, devices: Sequence[Device]) -> tuple[PodRef, ...]:
     """The pods of the faulting GPU instance (compute instance when known), else of the whole GPU."""
     if event.gpu_uuid:
         on_gpu = [d for d in devices if d.gpu.uuid == event.gpu_uuid]

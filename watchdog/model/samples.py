@@ -90,6 +90,21 @@ class XidEvent:
 
 
 @dataclass(frozen=True, slots=True)
+class Rejection:
+    """One reading the plausibility gate refused: no GPU can produce it, so it never reaches detection.
+
+    ``device`` is the UUID of the GPU or MIG device the reading was about ("" when it names no device that exists,
+    e.g. an Xid on an absent GPU index); ``check`` is the gate's check name (the ``check`` label of
+    ``gpu_watchdog_readings_rejected_total``); ``field`` the sample field; ``value`` the refused value as text."""
+
+    check: str
+    device: str
+    field: str
+    value: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class NodeSample:
     """Everything NVML told us in one tick."""
 
@@ -99,3 +114,10 @@ class NodeSample:
     gpus: tuple[GpuSample, ...]
     xids: tuple[XidEvent, ...] = ()  # events received since the previous tick
     driver_version: str | None = None
+    # Bumped by the sampler at every MIG (re-)enumeration: a MIG layout may change only when it changes (or at a
+    # MIG-config-change event), which is how the plausibility gate tells a reconfiguration from a bad reading.
+    layout_generation: int = 0
+    # What the plausibility gate refused this tick (the readings are already dropped from ``gpus``/``xids``), and
+    # the GPU and MIG UUIDs it holds in quarantine: detection neither blames nor protects a pod through them.
+    rejected: tuple[Rejection, ...] = ()
+    quarantined: frozenset[str] = frozenset()

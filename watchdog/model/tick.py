@@ -45,6 +45,7 @@ class Snapshot:
     mqtt: Mapping[str, int] | None = None  # published, dropped, connect_failures, connected; None when off
     flight_recorder: Mapping[str, int] | None = None  # bytes_written, ticks_written, dropped, deleted, segments
     kill_switch_known: bool = True  # False until the kill switch was read, or when its last read is stale
+    readings_rejected: Mapping[str, int] = field(default_factory=lambda: EMPTY)  # plausibility check → n, cumulative
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,6 +19,7 @@ from collections import Counter
 
 import watchdog
 from watchdog.model import Mode, Snapshot
+from watchdog.model.plausibility import CHECKS
 from watchdog.publishing import catalogue as c
 from watchdog.publishing.device_series import add_device_series
 from watchdog.publishing.series import Family, FamilyBook, Owners, with_tenant
@@ -58,6 +59,8 @@ def add_agent_series(book: FamilyBook, *, snapshot: Snapshot, owners: Owners) ->
     book[c.EVICTIONS_PAUSED].add((node,), 1 if snapshot.paused else 0)
     book[c.KILL_SWITCH_KNOWN].add((node,), 1 if snapshot.kill_switch_known else 0)
     book[c.READY].add((node,), 1 if snapshot.ready else 0)
+    for check in CHECKS:  # every check always present, so rate() works from the first scrape
+        book[c.READINGS_REJECTED].add((node, check), snapshot.readings_rejected.get(check, 0))
     reloads = dict.fromkeys(POLICY_RELOAD_RESULTS, 0)
     reloads.update(snapshot.policy_reloads)
     for result, count in reloads.items():
@@ -84,6 +87,7 @@ def add_agent_series(book: FamilyBook, *, snapshot: Snapshot, owners: Owners) ->
             book[c.CLAIMED_DEVICES_HELD_BACK].add((node,), attribution.claims_held)
     if snapshot.sample is not None:
         book[c.LAST_SAMPLE].add((node,), snapshot.sample.timestamp)
+        book[c.DEVICES_QUARANTINED].add((node,), len(snapshot.sample.quarantined))
 
 
 def _add_xids(book: FamilyBook, snapshot: Snapshot) -> None:

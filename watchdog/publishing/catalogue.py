@@ -23,7 +23,8 @@ TENANT_LABEL = "tenant"
 class FamilySpec:
     """One metric family: the exposed name (with `_total` for counters), its type, help, unit and labels.
 
-    ``attributed`` families get a ``tenant`` label appended when the snapshot names a tenant pod label.
+    ``attributed`` families get a ``tenant`` label appended when the snapshot's pod index counts tenants by a
+    pod label (``series.with_tenant``).
     """
 
     name: str
@@ -199,6 +200,14 @@ KILL_SWITCH_KNOWN = _gauge(
     ("node",),
 )
 READY = _gauge("ready", "1 once the first full sample is in.", ("node",))
+READINGS_REJECTED = _counter(
+    "readings_rejected_total", "Readings the plausibility gate refused (no GPU can produce them), by check.",
+    ("node", "check"),
+)
+DEVICES_QUARANTINED = _gauge(
+    "devices_quarantined", "GPU and MIG devices detection does not judge this tick (recent implausible reading).",
+    ("node",),
+)
 POLICY_RELOADS = _counter("policy_reloads_total", "Policy file reloads by result.", ("node", "result"))
 MQTT_PUBLISHED = _counter("mqtt_messages_published_total", "Events the MQTT broker acknowledged.", ("node",))
 MQTT_DROPPED = _counter(

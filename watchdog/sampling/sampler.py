@@ -19,6 +19,7 @@ from typing import Any, Callable
 
 from watchdog.config.sampling import SamplingSettings
 from watchdog.model import GpuSample, MigSample, NodeSample
+from watchdog.model.plausibility import PlausibilityGate
 from watchdog.sampling.call_guard import CallGuard, ErrorCounts, GpuLost, StaleHandle, nvml_code
 from watchdog.sampling.gpm import DRAM_BW_UTIL, PCIE_RX_PER_SEC, PCIE_TX_PER_SEC, SM_OCCUPANCY, SM_UTIL, GpmTracker
 from watchdog.sampling.pcie_link import link_bytes_per_second
@@ -57,6 +58,8 @@ class NvmlSampler:
             nvml, self._guard, clock=clock, hold_seconds=self._settings.process_util_hold_seconds
         )
         self._gpus: list[GpuEntry] = []
+        self._gate = PlausibilityGate(quarantine_ticks=self._settings.quarantine_ticks)
+        self._layout_generation = 0  # bumped at every MIG enumeration: the gate's continuity check reads it
         self._initialised = False
         self._reasons_call = EVENT_REASONS
         self._requests: set[int] = set()
@@ -123,6 +126,12 @@ class NvmlSampler:
         return [(entry.index, entry.uuid, entry.handle) for entry in self._gpus if entry.handle is not None]
 
     @property
+    def gate(self) -> PlausibilityGate:
+        """The plausibility gate every sample passes; the cycle passes the tick's sample through it again once the
+        tick's Xid events are merged in (a second admit of one tick replaces the first)."""
+        return self._gate
+
+    @property
     def uses_process_v2(self) -> bool:
         return self._processes.uses_v2
 
@@ -136,7 +145,8 @@ class NvmlSampler:
             except NvmlUnavailable as exc:
                 self._counts.add("init")
                 log.warning("NVML unavailable, empty sample: %s", exc)
-                return NodeSample(node=self._node, tick=tick, timestamp=now, gpus=())
+                return self._gate.admit(NodeSample(node=self._node, tick=tick, timestamp=now, gpus=(),
+                                                   layout_generation=self._layout_generation))
         with self._requests_lock:
             requests, self._requests = self._requests, set()
         gpus = []
@@ -149,9 +159,11 @@ class NvmlSampler:
                 self._counts.add("unexpected")
                 log.exception("sampling GPU %d failed", entry.index)
                 gpus.append(GpuSample(index=entry.index, uuid=entry.uuid, name=entry.name))
-        return NodeSample(
-            node=self._node, tick=tick, timestamp=now, gpus=tuple(gpus), driver_version=self.driver_version
-        )
+        # Every reading passes the plausibility gate here, where it enters: impossible values never leave NVML's side.
+        return self._gate.admit(NodeSample(
+            node=self._node, tick=tick, timestamp=now, gpus=tuple(gpus), driver_version=self.driver_version,
+            layout_generation=self._layout_generation,
+        ))
 
     def _sample_gpu(self, entry: GpuEntry, now: float) -> GpuSample:
         if entry.lost_since is not None and now - entry.lost_since < self._settings.lost_retry_seconds:
@@ -264,6 +276,7 @@ class NvmlSampler:
             if members_before.get(gpu_instance) != members_after.get(gpu_instance):
                 self._gpm.forget(("gi", entry.uuid, gpu_instance))
         entry.instances = found
+        self._layout_generation += 1
         # An incomplete scan kept old entries for the slots it could not read: scan again next tick.
         entry.needs_enumeration = scan is not None and not scan.complete
 

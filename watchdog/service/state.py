@@ -33,6 +33,9 @@ ErrorSource = Callable[[], Mapping[str, int]]
 """A stage's own cumulative error counts, error name → n."""
 
 
+# Events kept for the next sample while NVML gives none (a GPU hung): enough for any real burst, bounded.
+PENDING_XIDS = 10_000
+
 @dataclass
 class AgentState:
     node: str
@@ -43,6 +46,8 @@ class AgentState:
     policy_reloads: Counter = field(default_factory=Counter)  # "success" | "failure" → n
     pending_xids: list[XidEvent] = field(default_factory=list)
     ready: bool = False
+    readings_rejected: Counter = field(default_factory=Counter)  # plausibility check → readings refused, cumulative
+    _counted_sample: NodeSample | None = None  # the last sample whose rejections were counted (each counts once)
     _error_sources: list[tuple[str, ErrorSource]] = field(default_factory=list)
 
     def apply_runtime(self, runtime: RuntimePolicy) -> None:
@@ -57,15 +62,27 @@ class AgentState:
         self.pending_xids.append(event)
 
     def drain_xids(self) -> tuple[XidEvent, ...]:
-        """The events received since the last drain; those with an Xid number are counted per GPU instance."""
+        """The events received since the last drain, uncounted: they pass the plausibility gate with the tick's
+        sample first (an Xid on an absent GPU or past 2^16 is refused there), then `count_xids` counts them."""
         events, self.pending_xids = tuple(self.pending_xids), []
+        return events
+
+    def keep_xids(self, events: tuple[XidEvent, ...]) -> None:
+        """Events drained in a cycle without a sample: judged with the next one (at most PENDING_XIDS kept)."""
+        self.pending_xids[:0] = events
+        overflow = len(self.pending_xids) - PENDING_XIDS
+        if overflow > 0:
+            del self.pending_xids[:overflow]
+            self.count_error("events", "dropped", overflow)
+
+    def count_xids(self, events: tuple[XidEvent, ...]) -> None:
+        """Admitted events with an Xid number, counted per GPU instance."""
         for event in events:
             if not event.xid:
                 continue  # ECC or MIG-change events carry no Xid number
             key: XidKey = (event.gpu_index, event.gpu_uuid, event.gpu_instance, event.xid)
             count, _ = self.xid_counts.get(key, (0, 0.0))
             self.xid_counts[key] = (count + 1, event.timestamp)
-        return events
 
     def count_error(self, stage: str, error: str, n: int = 1) -> None:
         self.errors[(stage, error)] += n
@@ -95,6 +112,10 @@ class AgentState:
         kill_switch_known: bool = True,
         flight_recorder: Mapping[str, int] | None = None,
     ) -> Snapshot:
+        if sample is not None and sample is not self._counted_sample:
+            self._counted_sample = sample
+            for rejection in sample.rejected:
+                self.readings_rejected[rejection.check] += 1
         return Snapshot(
             node=self.node,
             sample=sample,
@@ -112,4 +133,5 @@ class AgentState:
             mqtt=None if mqtt is None else MappingProxyType(dict(mqtt)),
             flight_recorder=None if flight_recorder is None else MappingProxyType(dict(flight_recorder)),
             kill_switch_known=kill_switch_known,
+            readings_rejected=MappingProxyType(dict(self.readings_rejected)),
         )

@@ -29,6 +29,7 @@ from watchdog.model import (
     PodInfo,
     PodRef,
     ProcessSample,
+    Rejection,
     XidEvent,
 )
 
@@ -75,9 +76,11 @@ def _build(cls: type, data: Mapping[str, Any], **nested: Any) -> Any:
 
 
 def encode_sample(sample: NodeSample) -> Json:
-    out = _flat(sample, skip=("gpus", "xids"))
+    out = _flat(sample, skip=("gpus", "xids", "rejected", "quarantined"))
     out["gpus"] = [_encode_gpu(gpu) for gpu in sample.gpus]
     out["xids"] = [_flat(event) for event in sample.xids]
+    out["rejected"] = [_flat(rejection) for rejection in sample.rejected]
+    out["quarantined"] = sorted(sample.quarantined)  # sorted: equal samples write equal lines
     return out
 
 
@@ -100,6 +103,8 @@ def decode_sample(data: Mapping[str, Any]) -> NodeSample:
         data,
         gpus=tuple(_decode_gpu(gpu) for gpu in data.get("gpus", ())),
         xids=tuple(_build(XidEvent, event) for event in data.get("xids", ())),
+        rejected=tuple(_build(Rejection, rejection) for rejection in data.get("rejected", ())),
+        quarantined=frozenset(data.get("quarantined", ())),
     )
 
 

@@ -22,6 +22,7 @@ from typing import IO, Any, Iterator, Mapping
 
 from watchdog import __version__
 from watchdog.model import Attribution, InstanceActivity, NodeSample
+from watchdog.model.plausibility import PlausibilityGate
 from watchdog.trace.codec import (decode_attribution, decode_tick, decode_tick_activity, decode_tick_signals,
                                   encode_tick)
 from watchdog.trace.compact import compact_attribution, compact_sample
@@ -102,6 +103,7 @@ class TraceWriter:
         self.bytes_written = 0
         self._attribution: dict[str, Any] | None = None  # the last attribution written in full (version 2)
         self._attribution_tick = -1
+        self._last_timestamp: float | None = None
         self._attribution_object: Attribution | None = None  # the Attribution last written (or referred to)
         self._emit(header.to_json())
 
@@ -134,6 +136,11 @@ class TraceWriter:
             else:
                 line["attribution"], self._attribution, self._attribution_tick = full, full, sample.tick
             self._attribution_object = attribution
+        if self._last_timestamp is not None and sample.timestamp < self._last_timestamp:
+            # The wall clock stepped back (NTP, a VM resumed): said on the line, so a reader can tell it from a
+            # recording edited out of order. The agent's guarantees ran on its monotonic clock throughout.
+            line["clock_step"] = sample.timestamp - self._last_timestamp
+        self._last_timestamp = sample.timestamp
         self._emit(line)
         self.ticks_written += 1
 
@@ -158,10 +165,15 @@ class Trace:
     A last line cut short by a crash (no newline, not valid JSON — or a gzip stream that ends early) ends the
     iteration with a warning and sets ``torn_line``; everything before it is delivered. A bad line anywhere else
     is a TraceError.
+
+    Every decoded sample passes a plausibility gate, as the live sampler's did, so a reading edited to an
+    impossible value is refused on replay exactly as live. ``gate`` is shared by several traces read in a row
+    (the segments of one recording); without one, each iteration starts a gate of its own.
     """
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, gate: PlausibilityGate | None = None) -> None:
         self.path = Path(path)
+        self.gate = gate
         self.torn_line: int | None = None
         self.header = self._read_header()
 
@@ -209,7 +221,9 @@ class Trace:
 
     def __iter__(self) -> Iterator[TraceRecord]:
         name, version = str(self.path), self.header.version
+        gate = self.gate if self.gate is not None else PlausibilityGate()
         previous: int | None = None
+        last_time: float | None = None
         attribution: tuple[int, Attribution] | None = None  # (tick, decoded) of the last full attribution
         for number, raw in self._lines():
             if not raw.strip():
@@ -246,14 +260,27 @@ class Trace:
             if previous is not None and sample.tick <= previous:
                 reason = f"{sample.tick} does not follow the previous {previous}"
                 raise TraceError(path=name, line=number, field="tick", reason=reason)
-            previous = sample.tick
-            yield TraceRecord(number, sample, decoded, decode_tick_signals(data), decode_tick_activity(data))
+            if last_time is not None and sample.timestamp < last_time and \
+                    not _declared_step(data.get("clock_step"), sample.timestamp - last_time):
+                # The agent stamps ticks with the wall clock and marks a step back it saw (`clock_step`); an
+                # unmarked one is no recording it wrote in order.
+                reason = f"{sample.timestamp!r} goes backwards from the previous tick's {last_time!r}"
+                raise TraceError(path=name, line=number, field="timestamp", reason=reason)
+            previous, last_time = sample.tick, sample.timestamp
+            yield TraceRecord(number, gate.admit(sample), decoded, decode_tick_signals(data),
+                              decode_tick_activity(data))
 
 
-def read_trace(path: str | Path) -> Trace:
+def read_trace(path: str | Path, *, gate: PlausibilityGate | None = None) -> Trace:
     """Open a trace (plain or ``.gz``): the header is read and checked now, each tick line as iteration reaches it.
+    Each sample passes ``gate`` (one of the trace's own when None): see :class:`Trace`.
 
     Raises :class:`TraceError` ("FILE:LINE: field.path: reason") on the first bad line, ``OSError`` when the
     file cannot be read.
     """
-    return Trace(path)
+    return Trace(path, gate=gate)
+
+
+def _declared_step(declared: object, step: float) -> bool:
+    """The line's own `clock_step` accounts for the step back its timestamp takes."""
+    return isinstance(declared, (int, float)) and abs(float(declared) - step) <= 1e-6 * max(1.0, abs(step))

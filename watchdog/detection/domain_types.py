@@ -1,0 +1,103 @@
+"""The shapes every detector reads: a device, a sharing domain and its kind, built once per tick by domains.py.
+
+Pure (no I/O). They live apart from the code that builds them so that every builder (domains.py for the power,
+time-slice and GPU-instance domains, pcie.py for the PCIe link) and every reader imports them from one place,
+downward, and no module imports its own importer. docs/detection.md says what each kind of domain shares.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from enum import StrEnum
+from functools import lru_cache
+from typing import Mapping, Sequence
+
+from watchdog.model import EMPTY, GpuSample, MigSample, PodRef, ProcessSample
+
+# Compute slices of an A100/H100/H200 (NVIDIA MIG user guide, "Supported MIG Profiles"); only scales the `share`
+# evidence.
+MIG_COMPUTE_SLICES = 7
+_PROFILE_SLICES = re.compile(r"^(?:(\d+)c\.)?(\d+)g\.")
+
+
+class DomainKind(StrEnum):
+    POWER = "power"
+    TIMESLICE = "timeslice"
+    GPU_INSTANCE = "gi"
+    PCIE = "pcie"
+
+
+# Device and Domain are built afresh for every device and domain of every tick and never changed after: they are
+# plain (not frozen) dataclasses because a frozen dataclass's __init__ costs three times as much, about 0.2 ms a
+# tick on a 56-instance node (bench/bench_detection.py). Treat them as immutable.
+
+
+@dataclass(slots=True)
+class Device:
+    """One allocatable device: a MIG instance, or a whole GPU when MIG is off."""
+
+    uuid: str
+    gpu: GpuSample
+    mig: MigSample | None
+    assigned: tuple[PodRef, ...]  # what the kubelet says it gave
+    pods: tuple[PodRef, ...]  # assigned ∪ owners of processes seen here, assigned first
+    processes: tuple[ProcessSample, ...]
+    memory_total: int | None
+    memory_used: int | None
+    memory_reserved: int | None
+    pod_memory: Mapping[str, int] = field(default_factory=lambda: EMPTY)  # pod key → bytes
+    pod_sm: Mapping[str, float] = field(default_factory=lambda: EMPTY)  # pod key → SM activity 0–1
+    pod_dram: Mapping[str, float] = field(default_factory=lambda: EMPTY)  # pod key → memory-controller share 0–1
+    unattributed_sm: float | None = None  # SM activity (0–1 of this device) of processes no known pod owns
+    compute_instances: tuple[str, ...] = ()  # a GI's memory pool (detection/pools.py): the UUIDs of its CI devices
+
+    @property
+    def profile(self) -> str | None:
+        return self.mig.profile if self.mig else None
+
+    @property
+    def share(self) -> float:
+        """Fraction of the GPU's compute this device can use."""
+        return 1.0 if self.mig is None else profile_share(self.mig.profile)
+
+
+@lru_cache(maxsize=256)
+def profile_share(profile: str) -> float:
+    """Compute slices of a MIG profile ("3g.40gb", or "1c.4g.40gb" for a compute instance) over the GPU's."""
+    match = _PROFILE_SLICES.match(profile)
+    if not match:
+        return 1.0 / MIG_COMPUTE_SLICES
+    return min(1.0, int(match.group(1) or match.group(2)) / MIG_COMPUTE_SLICES)
+
+
+@dataclass(slots=True)
+class Domain:
+    """A set of pods contending for one resource, with the raw numbers that say how contended it is."""
+
+    key: str
+    kind: DomainKind
+    resource: str  # "power", "sm", "dram"
+    gpu: GpuSample
+    pods: tuple[PodRef, ...]
+    activity: Mapping[str, float | None]  # pod key → its use, relative to its own share (0–1)
+    share: Mapping[str, float]  # pod key → fraction of the domain's capacity it can use
+    busy: float | None = None  # timeslice: GPU busy share; gi: DRAM bandwidth use
+    clock_loss: float | None = None  # power: 1 − sm_clock / max
+    reasons: int | None = None  # power: nvmlClocksEventReason mask
+    unattributed: float | None = None  # power: share of the GPU's compute driven by processes of no known pod
+    # The activity a pod's *victim signal* is judged on where it differs from the use the culprit search reads:
+    # pcie judges victims by their SM activity (starved input) and culprits by their share of the link.
+    victim_activity: Mapping[str, float | None] | None = None
+
+
+def unique_refs(refs: Sequence[PodRef]) -> tuple[PodRef, ...]:
+    """``refs`` without repeats (by pod key), first occurrence kept, in order."""
+    if len(refs) < 2:
+        return tuple(refs)
+    seen: dict[str, PodRef] = {}
+    for ref in refs:
+        key = ref.key
+        if key not in seen:
+            seen[key] = ref
+    return tuple(seen.values())
