@@ -79,7 +79,7 @@ def mig_node_snapshot(*, gpus: int, tick: int = 1) -> Snapshot:
         stages=tuple(StageStatus(name, 0.001, True) for name in ("sampling", "attribution", "detection", "action")),
         xid_counts={(0, gpu_samples[0].uuid, 7, 79): (1, 1.7e9)},
         evictions={("evicted", "interference", "team-1"): 2},
-        mode=Mode.ENFORCE, ready=True, tenant_label="tenant",
+        mode=Mode.ENFORCE, ready=True,
     )
 
 

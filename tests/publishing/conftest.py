@@ -150,7 +150,6 @@ def build_rich_snapshot(*, tenant_label: str | None = "team") -> Snapshot:
         mode=Mode.ENFORCE,
         paused=True,
         ready=True,
-        tenant_label=tenant_label,
         policy_reloads={"success": 2},
         mqtt={"published": 12, "dropped": 1, "connect_failures": 2, "connected": 1},
         flight_recorder={"bytes_written": 31_000, "ticks_written": 10, "dropped": 1, "deleted": 0, "segments": 2},
@@ -169,10 +168,11 @@ def rich_snapshot_without_tenant() -> Snapshot:
 
 @pytest.fixture
 def snapshot_factory():
-    """Build the rich snapshot with some fields replaced."""
+    """Build the rich snapshot with some fields replaced; ``tenant_label`` is the label its pod index is built
+    with (the one carrier of the tenant rule), not only the snapshot field."""
 
     def make(**changes) -> Snapshot:
-        return dataclasses.replace(build_rich_snapshot(), **changes)
+        return dataclasses.replace(build_rich_snapshot(tenant_label=changes.pop("tenant_label", "team")), **changes)
 
     return make
 

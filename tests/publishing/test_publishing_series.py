@@ -7,6 +7,7 @@ import dataclasses
 import pytest
 
 from watchdog.model import Attribution, GpuSample, NodeSample, PodIndex, PodRef, ProcessSample, Snapshot
+from watchdog.model.plausibility import CHECKS
 from watchdog.publishing import ALL_FAMILIES, build_families
 
 GIB = 1024**3
@@ -195,8 +196,10 @@ def test_empty_snapshot_has_only_agent_series(series):
     rows = series(Snapshot(node="n"))
     assert set(rows) == {
         "gpu_watchdog_build_info", "gpu_watchdog_mode", "gpu_watchdog_evictions_paused", "gpu_watchdog_ready",
-        "gpu_watchdog_policy_reloads_total", "gpu_watchdog_kill_switch_known",
+        "gpu_watchdog_policy_reloads_total", "gpu_watchdog_kill_switch_known", "gpu_watchdog_readings_rejected_total",
     }
+    assert {labels["check"]: value for labels, value in rows["gpu_watchdog_readings_rejected_total"]} == dict.fromkeys(
+        CHECKS, 0)
     assert one(rows["gpu_watchdog_build_info"], driver_version="") == 1
     assert one(rows["gpu_watchdog_kill_switch_known"]) == 1
     assert one(series(Snapshot(node="n", kill_switch_known=False))["gpu_watchdog_kill_switch_known"]) == 0

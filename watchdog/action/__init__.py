@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from watchdog.action.audit import AuditLog, audit_record
 from watchdog.action.decision import decide
-from watchdog.action.eligibility import protection, refusal, tenant_of
+from watchdog.action.eligibility import protection, refusal
 from watchdog.action.evictor import EvictionApi, Evictor, SendGate
 from watchdog.action.killswitch import KillSwitch
 from watchdog.action.pacing import Pacer, PastAttempt
@@ -32,6 +32,5 @@ __all__ = [
     "plan",
     "protection",
     "refusal",
-    "tenant_of",
     "would_be",
 ]

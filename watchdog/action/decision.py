@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Iterable, Sequence
 
-from watchdog.action.eligibility import Refusal, refusal, tenant_of
+from watchdog.action.eligibility import Refusal, refusal
 from watchdog.config.action import ActionPolicy
 from watchdog.model import (
     Attribution,
@@ -149,13 +149,15 @@ def _memory_pressure(finding: Finding, attribution: Attribution, policy: ActionP
 
 
 def _quota(finding: Finding, attribution: Attribution, policy: ActionPolicy) -> Decision:
+    # Tenants as the tick's pod index counts them (the tenant label of the policy in force), as detection did.
+    index = attribution.index
     tenant = finding.tenant
     if tenant is None and finding.culprit is not None:
         culprit = attribution.pod(finding.culprit)
-        tenant = tenant_of(culprit, policy) if culprit else None
+        tenant = index.tenant(culprit) if culprit else None
     if tenant is None:
         return _stop(finding, EvictionResult.UNSAFE, "quota finding names no tenant and no known culprit")
-    candidates = [pod for pod in attribution.pods.values() if tenant_of(pod, policy) == tenant]
+    candidates = [pod for pod in attribution.pods.values() if index.tenant(pod) == tenant]
     if candidates and not finding.usage:
         # Without per-pod use every pod of the tenant would look alike, a CPU-only one included: never guess.
         return _stop(finding, EvictionResult.UNSAFE, f"quota finding for tenant {tenant} names no pod's use")

@@ -1,4 +1,4 @@
-"""Who may never be evicted, and who a tenant is: the checks every eviction path shares.
+"""Who may never be evicted: the checks every eviction path shares.
 
 The node agent's decision rules and the Alertmanager-driven controller both go through `refusal()`, so a pod that
 is protected for one is protected for the other. PURE: no I/O, no asyncio.
@@ -50,12 +50,3 @@ def protection(pod: PodInfo, policy: ActionPolicy) -> str | None:
     if annotated(pod, policy.protected_annotation):
         return f"annotated {policy.protected_annotation}=true"
     return None
-
-
-def tenant_of(pod: PodInfo, policy: ActionPolicy) -> str:
-    """The tenant a pod belongs to under this policy's tenant label (``PodInfo.tenant``).
-
-    The action stage counts tenants under its own policy's label rather than ``Attribution.index``'s: the rules it
-    enforces (tenant cooldowns, quota candidates) are that policy's, and the runtime policy hands the same label to
-    the pod index, so the two agree."""
-    return pod.tenant(policy.tenant_label)

@@ -33,7 +33,9 @@ class AttributionSettings(Section):
     )
     proc_root: str = Field("/proc", description="Root of the proc filesystem (host's /proc mounted in the pod).")
     tenant_label: LabelKey | None = Field(
-        None, description="Pod label key naming the tenant; the namespace when unset."
+        None,
+        description="Deprecated: set the policy's action.tenant_label instead. Used only when the policy names no "
+        "tenant label (kept so that existing settings files still work).",
     )
     gpu_memory_request_resource: LabelKey | None = Field(
         None, description="Extended resource (MiB) that states a pod's GPU memory request, e.g. nvidia.com/gpumem."

@@ -24,8 +24,9 @@ def resolve_action_policy(
     tenant_label: str | None,
     mode_override: Mode | None = None,
 ) -> ActionPolicy:
-    """The runtime overlay: the agent's own namespace protected, the attribution settings' tenant label used when
-    the policy names none, and ``--mode`` over the policy's mode."""
+    """The runtime overlay: the agent's own namespace protected, the tenant label, and ``--mode`` over the policy's
+    mode. ``tenant_label`` is the deprecated ``attribution.tenant_label`` setting: the policy's own
+    ``action.tenant_label`` (the one declaration) wins, and the setting fills in only when the policy names none."""
     resolved = action.with_own_namespace(own_namespace)
     if resolved.tenant_label is None and tenant_label:
         resolved = resolved.model_copy(update={"tenant_label": tenant_label})
@@ -61,7 +62,9 @@ class RuntimePolicy:
 
     @property
     def tenant_label(self) -> str | None:
-        """The pod label naming a tenant (None: the namespace is the tenant), one value for every stage."""
+        """The pod label naming a tenant (None: the namespace is the tenant), as resolved for this load. The
+        attribution stage builds the tick's pod index with it; detection, action and publishing read tenants from
+        that index (``PodIndex.tenant``/``tenant_of``), never from here, so no two stages count tenants differently."""
         return self.action.tenant_label
 
     @property

@@ -40,7 +40,6 @@ class Snapshot:
     mode: Mode = Mode.DRY_RUN
     paused: bool = False
     ready: bool = False
-    tenant_label: str | None = None  # pod label key that names the tenant, when configured
     policy_reloads: Mapping[str, int] = field(default_factory=lambda: EMPTY)  # ("success"|"failure") → n
     mqtt: Mapping[str, int] | None = None  # published, dropped, connect_failures, connected; None when off
     flight_recorder: Mapping[str, int] | None = None  # bytes_written, ticks_written, dropped, deleted, segments

@@ -103,4 +103,6 @@ class Owners:
 
 
 def with_tenant(snapshot: Snapshot) -> bool:
-    return bool(snapshot.tenant_label)
+    """Whether attributed families carry a ``tenant`` label: when the tick's pod index counts tenants by a pod
+    label, the same index ``Owners`` reads the values from (a tick without an attribution has no owners to name)."""
+    return snapshot.attribution is not None and snapshot.attribution.index.tenant_label is not None

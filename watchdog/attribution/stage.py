@@ -1,11 +1,17 @@
-"""One tick's attribution as the agent does it: the kubelet's assignments, /proc and the pod cache, joined.
+"""The attribution stage as a running agent does it: the kubelet's assignments, /proc and the pod cache, joined.
 
-``attribution.join`` is the pure join; this is the stateful part around it that only a running agent has: which
+``join.attribute`` is the pure join; this is the stateful part around it that only a running agent has: which
 kubelet List the tick can trust, which NVML devices the kubelet has never heard of, and which (device, pod) pairs
-are too new to be judged. Devices allocated through DRA are resolved here from the kubelet's claim tuples and the
-slice cache's frozen index; a pod whose claimed device no slice names yet (a MIG device created at claim time)
-has its processes held back like an unconfirmed pair, never judged unauthorized. A failure here is the cycle's
-to count: ``attribute`` raises, and the cycle then treats the tick as unattributed (which means "do not evict").
+are too new to be judged. It lives with the join rather than in the service so that the service only wires the
+stage's sources (``assignments``, ``pods``, ``proc``, ``slices``) to it, and so that it can be tested with plain
+fakes of those sources.
+
+Devices allocated through DRA are resolved here from the kubelet's claim tuples and the slice cache's frozen index;
+a pod whose claimed device no slice names yet (a MIG device created at claim time) has its processes held back like
+an unconfirmed pair, never judged unauthorized. The tick's pod index is built here too, with the tenant label of
+the policy in force: it is the one carrier of the tenant rule that detection, action and publishing read. A failure
+here is the cycle's to count: ``attribute`` raises, and the cycle then treats the tick as unattributed (which means
+"do not evict").
 """
 
 from __future__ import annotations
@@ -98,6 +104,7 @@ class NodeAttributor:
         return {f"proc_{k}": v for k, v in counters.items() if k in ("vanished", "denied", "errors")}
 
     def attribute(self, sample: NodeSample, *, tenant_label: str | None) -> Attribution:
+        """This tick's attribution; its ``index`` counts tenants under ``tenant_label`` (the runtime policy's)."""
         assignments = self.kubelet.assignments if self.kubelet is not None else ()
         kubelet_ok = bool(self.kubelet is not None and self.kubelet.ok)
         unresolvable = unresolvable_device_ids(assignments)
@@ -172,6 +179,7 @@ class NodeAttributor:
 
 
 def why_unhealthy(attribution: Attribution) -> str:
+    """Which source an unhealthy attribution lacked, for the stage's status line ("" when healthy)."""
     reasons = []
     if not attribution.kubelet_ok:
         reasons.append("kubelet pod-resources unavailable")
