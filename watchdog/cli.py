@@ -148,7 +148,8 @@ async def _run_real(settings, nvml, sinks: Sequence[Any] = (), *, ticks: int | N
         raise CommandError(f"cannot reach the Kubernetes API ({exc}); set kube.access: none to run "
                            "without pod attribution and actions") from None
     try:
-        await Agent(settings, nvml=nvml, clock=time.time, kube=kube, sinks=sinks).run(ticks=ticks)
+        await Agent(settings, nvml=nvml, clock=time.time, monotonic=time.monotonic, kube=kube,
+                    sinks=sinks).run(ticks=ticks)
     except NvmlUnavailable as exc:
         raise CommandError(
             f"no usable NVML ({exc}). Without a GPU, run the simulation instead: "
@@ -355,7 +356,7 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--workers", type=int, default=1, help="replay several traces in this many processes")
     replay.add_argument("--plot", metavar="OUT.png", help="draw a timeline per contention domain (needs matplotlib)")
     replay.add_argument("--namespace", default="gpu-watchdog", help="the agent's own namespace (always protected)")
-    replay.add_argument("--tenant-label", help="pod label naming the tenant, as attribution.tenant_label")
+    replay.add_argument("--tenant-label", help="pod label naming the tenant, as the policy's action.tenant_label")
     replay.set_defaults(func=cmd_replay)
 
     ev = sub.add_parser("eval", help="precision, recall and latency on labelled scenarios")

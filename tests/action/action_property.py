@@ -2,7 +2,9 @@
 
 A world is a policy (any the model accepts, dangerous values included), the agent's namespace, a handful of pods
 (system priorities, floor namespaces, DaemonSet, static, annotated, terminating, ended, one workload's replicas …)
-and a few cycles of random findings at random times. Each cycle goes through `effective_policy` and `plan` with one
+and a few cycles (ticks) of random findings at random times, with the wall clock stepping between some of them
+(±1 h, ±1 day: NTP, a VM resumed). Pacing runs on the monotonic clock and the tick count, as the agent's does; the
+findings' wall-clock `since` moves with every step, and no guarantee may move with it. Each cycle goes through `effective_policy` and `plan` with one
 pacer, as replays and scenario runs do; every request let through is then checked against an oracle written here,
 not against the code's own helpers: the floor, the policy's own protections, `protects`, rate limits, cooldowns,
 hysteresis and the per-cycle limits. Used by tests/action/test_action_property.py and bench/property_action.py.
@@ -29,7 +31,8 @@ EPSILON = 1e-6
 
 @dataclass(frozen=True)
 class Cycle:
-    dt: float
+    dt: float  # monotonic seconds since the previous cycle
+    step: float  # the wall clock's step just before this cycle (0: none)
     healthy: bool
     terminate: tuple[int, ...]  # pod indices that start terminating before this cycle
     findings: tuple[Finding, ...]
@@ -62,6 +65,7 @@ ANNOTATION_TABLE = ({},) * 11 + ({DEFAULT_ANNOTATION: "true"}, {DEFAULT_ANNOTATI
 KIND_TABLE = (FindingKind.INTERFERENCE, FindingKind.MEMORY_PRESSURE, FindingKind.QUOTA, FindingKind.INTERFERENCE,
               FindingKind.UNAUTHORIZED, FindingKind.MEMORY_PRESSURE, FindingKind.INTERFERENCE, *FindingKind)
 DT_TABLE = (30.0, 0.0, 1.0, 15.0, 59.0, 61.0, 300.0, 601.0)
+STEP_TABLE = (0.0,) * 4 + (3600.0, -3600.0, 86400.0, -86400.0)
 GHOST = PodRef("ml", "ghost", "uid-ghost")
 
 
@@ -145,10 +149,10 @@ def decode_world(data: bytes) -> World:
     refs = [PodRef(p.namespace, p.name, p.uid) for p in infos]
     cycles = []
     for _ in range(1 + g.count(4)):
-        dt, healthy = g.pick(DT_TABLE), not g.one_in(32)
+        dt, step, healthy = g.pick(DT_TABLE), g.pick(STEP_TABLE), not g.one_in(32)
         terminate = (g.byte() % len(infos),) if g.one_in(6) else ()
         findings = tuple(decode_finding(g, slot, refs) for slot in range(1 + g.count(4)))
-        cycles.append(Cycle(dt=dt, healthy=healthy, terminate=terminate, findings=findings))
+        cycles.append(Cycle(dt=dt, step=step, healthy=healthy, terminate=terminate, findings=findings))
     return World(policy, own_namespace, infos, tuple(cycles))
 
 
@@ -175,6 +179,7 @@ class Oracle:
     last_pod: dict[str, float] = field(default_factory=dict)
     last_tenant: dict[str, float] = field(default_factory=dict)
     last_lineage: dict[str, float] = field(default_factory=dict)
+    tick_times: dict[int, float] = field(default_factory=dict)  # tick → monotonic time it ran at
     sends: int = 0
 
     def check_cycle(self, now: float, findings: list[Finding], attribution: Attribution,
@@ -229,7 +234,8 @@ class Oracle:
         kind_policy = p.for_kind(finding.kind)
         assert kind_policy.enabled and finding.severity is Severity.CRITICAL and finding.observed
         assert attribution.healthy
-        assert now - finding.since >= kind_policy.for_seconds - EPSILON, "acted before the finding persisted"
+        started = self.tick_times[finding.first_tick]  # on the monotonic clock, whatever the wall clock did
+        assert now - started >= kind_policy.for_seconds - EPSILON, "acted before the finding persisted"
         protects = {ref.uid: prio for ref, prio in decision.request.protects}
         for uid, prio in protects.items():
             assert attribution.pods[uid].priority == prio and attribution.pods[uid].live
@@ -284,19 +290,30 @@ class Oracle:
 
 
 def run_world(world: World) -> Oracle:
-    """Every cycle of the world through effective_policy + plan with one pacer; raises AssertionError on a breach."""
+    """Every cycle of the world through effective_policy + plan with one pacer, on the monotonic clock and the tick
+    count as the agent paces; raises AssertionError on a breach."""
     policy = effective_policy(world.policy, own_namespace=world.own_namespace, tenant_label=None)
     pacer = Pacer(policy)
     oracle = Oracle(policy, world.own_namespace)
     pods = list(world.pods)
-    now = 1_000.0
-    for cycle in world.cycles:
+    now, wall_offset = 1_000.0, 1_700_000_000.0
+    walls: dict[int, float] = {}
+    for tick, cycle in enumerate(world.cycles):
         now += cycle.dt
+        wall_offset += cycle.step
+        oracle.tick_times[tick], walls[tick] = now, now + wall_offset
         for i in cycle.terminate:
             if i < len(pods):
                 pods[i] = replace(pods[i], deleting=True)
         attribution = Attribution(index=PodIndex.of(pods, tenant_label=policy.tenant_label), healthy=cycle.healthy)
-        findings = [replace(f, since=now + f.since) for f in cycle.findings]
-        decisions = plan(findings, attribution, policy, now, pacer=pacer)
+        findings = [_started(f, tick=tick, now=now, ticks=oracle.tick_times, walls=walls) for f in cycle.findings]
+        decisions = plan(findings, attribution, policy, now, pacer=pacer, tick=tick)
         oracle.check_cycle(now, findings, attribution, decisions)
     return oracle
+
+
+def _started(finding: Finding, *, tick: int, now: float, ticks: dict[int, float], walls: dict[int, float]) -> Finding:
+    """The finding as detection would hand it over: it started on the first tick at or after `now + since` (its
+    decoded `since` is relative), and its `since` is that tick's WALL-clock time, steps included."""
+    first = min((t for t, at in ticks.items() if at >= now + finding.since), default=tick)
+    return replace(finding, first_tick=first, last_tick=tick, since=walls[first])

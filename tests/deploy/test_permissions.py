@@ -66,8 +66,10 @@ async def test_the_agent_s_client_refuses_an_undeclared_call_before_sending_it()
         # Declared calls are sent (and fail here only because nothing listens).
         with pytest.raises(KubeUnavailable):
             await api.request_json("GET", "/api/v1/namespaces/gpu-watchdog/configmaps/gpu-watchdog-kill-switch")
-        with pytest.raises(OSError):  # aiohttp's ClientConnectorError: the generated client is not translated here
-            await api.core.list_pod_for_all_namespaces_without_preload_content(watch=True, _request_timeout=1)
+        with pytest.raises(OSError):  # aiohttp's ClientConnectorError: a raw send is not translated here
+            await api.send("GET", "/api/v1/pods", query={"watch": True}, timeout=1)
+        with pytest.raises(KubeCallNotDeclared, match="get pods/log"):
+            await api.send("GET", "/api/v1/namespaces/ml/pods/train/log")
 
 
 def test_the_client_operations_listed_are_the_ones_production_code_calls():

@@ -70,7 +70,7 @@ async def test_one_runtime_policy_reaches_every_stage_and_so_does_a_reload(drive
     agent = driver.agent
     consumers = (agent.cycle.runtime, agent.signals.runtime)
     assert all(runtime is agent.runtime for runtime in consumers)
-    assert agent.state.tenant_label == agent.action.policy.tenant_label == agent.runtime.tenant_label == "team"
+    assert agent.action.policy.tenant_label == agent.runtime.tenant_label == "team"
     snapshot = await driver.ticks(2)
     sweep = next(p for p in snapshot.attribution.pods.values() if p.name == "sweep-7")
     assert snapshot.attribution.index.tenant_of(sweep.ref) == "research"  # what detection counts tenants by
@@ -78,10 +78,41 @@ async def test_one_runtime_policy_reaches_every_stage_and_so_does_a_reload(drive
 
     agent.apply_policy(Policy.model_validate({"action": {"tenant_label": "app"}}))
     assert all(runtime is agent.runtime for runtime in (agent.cycle.runtime, agent.signals.runtime))
-    assert agent.state.tenant_label == agent.action.policy.tenant_label == agent.runtime.tenant_label == "app"
+    assert agent.action.policy.tenant_label == agent.runtime.tenant_label == "app"
     snapshot = await driver.ticks(1)
     assert snapshot.attribution.index.tenant_of(sweep.ref) == "sweep"
-    assert snapshot.tenant_label == "app"
+    assert snapshot.attribution.index.tenant_label == "app"  # the one carrier publishing reads
     body = render(snapshot).decode()
     assert 'pod="sweep-7",tenant="sweep"' in body and 'tenant="research"' not in body
     assert "gpu-watchdog" in agent.action.policy.protected_namespaces  # the reload kept the runtime overlay
+
+
+class Exploding:
+    """A finding source that raises on every tick."""
+
+    name = "exploding"
+    needs = frozenset()
+
+    def __init__(self, policy, *, tenant_of) -> None:
+        pass
+
+    def set_policy(self, policy) -> None:
+        pass
+
+    def step(self, view):
+        raise RuntimeError("broken source")
+
+
+async def test_a_failing_finding_source_is_counted_as_its_own_stage_and_costs_only_its_findings(drive):
+    from watchdog.detection import SOURCES, Detector
+
+    plain = await drive(SCENARIOS / "demo.yaml", events=False)
+    broken = await drive(SCENARIOS / "demo.yaml", events=False)
+    broken.agent.cycle.detector = Detector(broken.agent.runtime.detection, sources=(Exploding, *SOURCES))
+    for _ in range(60):
+        expected, snapshot = await plain.ticks(1), await broken.ticks(1)
+        assert [f.key for f in snapshot.findings] == [f.key for f in expected.findings]
+    assert snapshot.findings  # the demo has open findings by now: the other sources kept theirs
+    assert snapshot.errors[("detection/exploding", "runtimeerror")] == 60
+    detection = {s.name: s for s in snapshot.stages}["detection"]
+    assert not detection.success and detection.detail == "failed: exploding"

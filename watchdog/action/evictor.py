@@ -28,7 +28,7 @@ from typing import Callable, Iterable, Mapping, Protocol
 
 from watchdog.action.audit import AuditLog, audit_record
 from watchdog.action.eligibility import Refusal, protection, refusal
-from watchdog.action.pacing import Pacer
+from watchdog.action.pacing import IN_FLIGHT, Pacer
 from watchdog.action.send_budget import SendBudget, take_slot
 from watchdog.config.action import ActionPolicy
 from watchdog.model import (ActionOutcome, ActionRecord, ActionReport, Decision, EvictionRequest, EvictionResult, Mode,
@@ -110,16 +110,20 @@ class Evictor:
         recheck_pods: bool = False,
         component: str = COMPONENT,
         budget: SendBudget | None = None,
+        monotonic: Callable[[], float] | None = None,
     ) -> None:
         """`kill_switch`: the gate asked before every decision and re-read before every send; None means no switch
         is configured (never paused) and must be said explicitly. `recheck_pods`: GET each pod right before its
         request and decide again on what the API server has now (the agent, whose pods come from a watch cache).
-        `budget`: the cluster-wide ceiling, one slot taken after the switch's re-read; None means no ceiling."""
+        `budget`: the cluster-wide ceiling, one slot taken after the switch's re-read; None means no ceiling.
+        `clock` stamps outcomes, audit lines and Events (wall time); `monotonic` runs every guarantee (the pacer,
+        the API hold-off, the decision age); None: `clock` serves both (a simulated world has one clock)."""
         self._api = api
         self._policy = policy
         self._pacer = pacer
         self._audit = audit
         self._clock = clock
+        self._monotonic = monotonic or clock
         self._node = node
         self._kill_switch = kill_switch
         self._budget = budget
@@ -136,7 +140,8 @@ class Evictor:
         self._standing: dict[tuple[str, str], EvictionResult] = {}
         self._last_attempt: dict[tuple[str, str], EvictionResult] = {}
         self._seen: set[tuple[str, str]] = set()
-        self._counted: list[ActionRecord] = []  # the current act() call's counted results
+        self._counted: list[ActionRecord] = []  # results counted since the last settle() or drain()
+        self._sent_outcomes: list[ActionOutcome] = []  # outcomes of send() since the last settle() or drain()
 
     @property
     def mode(self) -> Mode:
@@ -151,21 +156,69 @@ class Evictor:
         self._policy = policy
 
     async def act(self, decisions: Iterable[Decision]) -> ActionReport:
-        """Finish every decision with one result: the outcomes of those that name a pod, and every result counted
-        this call (what gpu_watchdog_evictions_total went up by, with the pod each was about)."""
+        """Finish every decision with one result, sending inline: the outcomes of those that name a pod, and every
+        result counted this call (what gpu_watchdog_evictions_total went up by, with the pod each was about).
+        The agent does not call this in its loop: it settles each cycle at once and sends from a queue beside the
+        tick (action/stage.py), so the tick never waits on the API server."""
         outcomes = []
         self._seen = set()
-        self._counted = []
+        decided_at = self._monotonic()
         for decision in decisions:
-            outcome = await self._finish(decision)
+            if decision.result is None and decision.request is not None:
+                outcome = await self._send_one(decision, decided_at=decided_at)
+            else:
+                outcome = self._settle_one(decision)
             if outcome is not None:
                 outcomes.append(outcome)
-        self._standing = {key: value for key, value in self._standing.items() if key in self._seen}
-        self._last_attempt = {key: value for key, value in self._last_attempt.items() if key in self._seen}
+        self._forget_unseen()
         counted, self._counted = tuple(self._counted), []
         return ActionReport(outcomes=tuple(outcomes), counted=counted)
 
-    async def _finish(self, decision: Decision) -> ActionOutcome | None:
+    def settle(self, decisions: Iterable[Decision]) -> tuple[ActionReport, list[Decision]]:
+        """One cycle's decisions, without I/O: every one that ends here gets its result (counted, audited); those
+        that need the API server are handed back, to go to `send`. The report also carries every send finished
+        since the previous call."""
+        finished = self.drain()
+        outcomes = list(finished.outcomes)
+        counted = list(finished.counted)
+        self._seen = set()
+        to_send: list[Decision] = []
+        for decision in decisions:
+            key = (decision.finding_key, decision.pod)
+            if decision.result is EvictionResult.COOLDOWN and decision.detail == IN_FLIGHT:
+                self._seen.add(key)  # its send is queued: that send reports it
+                continue
+            if self._needs_send(decision):
+                self._seen.add(key)
+                to_send.append(decision)
+                continue
+            outcome = self._settle_one(decision)
+            if outcome is not None:
+                outcomes.append(outcome)
+        self._forget_unseen()
+        counted.extend(self._counted)
+        self._counted = []
+        return ActionReport(outcomes=tuple(outcomes), counted=tuple(counted)), to_send
+
+    def _forget_unseen(self) -> None:
+        self._standing = {key: value for key, value in self._standing.items() if key in self._seen}
+        self._last_attempt = {key: value for key, value in self._last_attempt.items() if key in self._seen}
+
+    def drain(self) -> ActionReport:
+        """What `send` finished since the last drain (or settle)."""
+        outcomes, self._sent_outcomes = tuple(self._sent_outcomes), []
+        counted, self._counted = tuple(self._counted), []
+        return ActionReport(outcomes=outcomes, counted=counted)
+
+    def _needs_send(self, decision: Decision) -> bool:
+        """A request pacing let through, in a mode that talks to the API server, while nothing stops it now."""
+        if decision.result is not None or decision.request is None:
+            return False
+        if self._switched_on() or self._monotonic() < self._hold_until or self._policy.mode is Mode.OBSERVE:
+            return False
+        return self._api is not None
+
+    def _settle_one(self, decision: Decision) -> ActionOutcome | None:
         request = decision.request
         mode = self._policy.mode
         now = self._clock()
@@ -174,21 +227,37 @@ class Evictor:
             return self._account(decision, result, detail=decision.detail, now=now, mode=mode)
         if self._switched_on():
             return self._account(decision, EvictionResult.PAUSED, detail="kill switch is on", now=now, mode=mode)
-        if now < self._hold_until:
-            detail = f"holding off {self._hold_until - now:.0f}s after {self._hold_why}"
+        if self._monotonic() < self._hold_until:
+            detail = f"holding off {self._hold_until - self._monotonic():.0f}s after {self._hold_why}"
             return self._account(decision, EvictionResult.RATE_LIMITED, detail=detail, now=now, mode=mode)
         if mode is Mode.OBSERVE:
-            self._pacer.record(request, EvictionResult.OBSERVED, now=now)
+            self._pacer.record(request, EvictionResult.OBSERVED, now=self._monotonic())
             detail = "observe mode: nothing sent"
             return self._account(decision, EvictionResult.OBSERVED, detail=detail, now=now, mode=mode, sent=True)
-        if self._api is None:
-            return self._account(decision, EvictionResult.ERROR, detail="no Kubernetes API", now=now, mode=mode)
+        return self._account(decision, EvictionResult.ERROR, detail="no Kubernetes API", now=now, mode=mode)
+
+    async def send(self, decision: Decision, *, decided_at: float) -> ActionOutcome | None:
+        """Send one request `settle` handed back; `decided_at`: the pacing (monotonic) time of the tick it was
+        decided on. Too old a decision (`max_decision_age_seconds`) is dropped as stale, checked first and again
+        after the last await before the POST."""
+        outcome = await self._send_one(decision, decided_at=decided_at)
+        if outcome is not None:
+            self._sent_outcomes.append(outcome)
+        return outcome
+
+    async def _send_one(self, decision: Decision, *, decided_at: float) -> ActionOutcome | None:
+        request = decision.request
+        assert request is not None
+        mode = self._policy.mode
+        stale = self._stale(decision, decided_at, mode=mode)
+        if stale is not None or not self._needs_send(decision):
+            return stale if stale is not None else self._settle_one(decision)
         blocked = await self._confirm_switch()
         if blocked:
             return self._account(decision, EvictionResult.PAUSED, detail=blocked, now=self._clock(), mode=mode)
         spent = await take_slot(self._budget, request.pod.key)  # taken before the re-read: never given back
         if spent:
-            self._pacer.hold(request, now=self._clock())  # not one budget GET per cycle for a standing decision
+            self._pacer.hold(request, now=self._monotonic())  # not one budget GET per cycle for a standing decision
             return self._account(decision, EvictionResult.RATE_LIMITED, detail=spent, now=self._clock(), mode=mode)
         fresh: PodInfo | None = None
         if self._recheck_pods:
@@ -196,16 +265,16 @@ class Evictor:
             if failure is not None:
                 return self._failed_reread(decision, failure, mode=mode)
         # No await from here to the POST: what is checked now is what the request goes out under.
-        stopped = self._stopped_since_decided(decision, fresh, mode=mode)
+        stopped = self._stale(decision, decided_at, mode=mode) or self._stopped_since_decided(decision, fresh, mode=mode)
         if stopped is not None:
             return stopped
         dry_run = mode is Mode.DRY_RUN or self._policy.mode is Mode.DRY_RUN
         mode = Mode.DRY_RUN if dry_run else Mode.ENFORCE
         result, status, detail, retry_after = await self._send(request, dry_run=dry_run)
-        now = self._clock()
-        self._pacer.record(request, result, now=now, retry_after=retry_after)
-        self._note_errors(result, now, retry_after)
-        outcome = self._account(decision, result, detail=detail, now=now, mode=mode, http_status=status, sent=True)
+        self._pacer.record(request, result, now=self._monotonic(), retry_after=retry_after)
+        self._note_errors(result, self._monotonic(), retry_after)
+        outcome = self._account(decision, result, detail=detail, now=self._clock(), mode=mode, http_status=status,
+                                sent=True)
         key = (decision.finding_key, decision.pod)
         # A failure repeated attempt after attempt is one Event per streak, as a standing refusal is one count.
         repeated_error = result is EvictionResult.ERROR and self._last_attempt.get(key) is EvictionResult.ERROR
@@ -213,6 +282,14 @@ class Evictor:
         if result in EVENT_REASONS and not repeated_error:
             await self._announce(request, result, mode, detail)
         return outcome
+
+    def _stale(self, decision: Decision, decided_at: float, *, mode: Mode) -> ActionOutcome | None:
+        age = self._monotonic() - decided_at
+        limit = self._policy.max_decision_age_seconds
+        if age <= limit:
+            return None
+        detail = f"decided {age:.1f}s ago, over max_decision_age_seconds ({limit:g}s): not sent on an old reading"
+        return self._account(decision, EvictionResult.STALE, detail=detail, now=self._clock(), mode=mode, sent=True)
 
     def _switched_on(self) -> bool:
         """The pause as last known, without a read: for every decision, including observe mode's."""
@@ -230,19 +307,18 @@ class Evictor:
     def _failed_reread(self, decision: Decision, failure: str, *, mode: Mode) -> ActionOutcome | None:
         """A pod that cannot be read is not sent for; it is an API error, backed off like a failed eviction."""
         assert decision.request is not None
-        now = self._clock()
-        self._pacer.record(decision.request, EvictionResult.ERROR, now=now)
-        self._note_errors(EvictionResult.ERROR, now, None)
-        return self._account(decision, EvictionResult.ERROR, detail=failure, now=now, mode=mode)
+        self._pacer.record(decision.request, EvictionResult.ERROR, now=self._monotonic())
+        self._note_errors(EvictionResult.ERROR, self._monotonic(), None)
+        return self._account(decision, EvictionResult.ERROR, detail=failure, now=self._clock(), mode=mode)
 
     def _stopped_since_decided(self, decision: Decision, fresh: PodInfo | None, *, mode: Mode) -> ActionOutcome | None:
         """The outcome when the policy as it is now, or the pod as re-read, no longer allows the send; else None."""
         request = decision.request
         assert request is not None
         policy = self._policy
-        now = self._clock()
+        now, pacing_now = self._clock(), self._monotonic()
         if policy.mode is Mode.OBSERVE:
-            self._pacer.record(request, EvictionResult.OBSERVED, now=now)
+            self._pacer.record(request, EvictionResult.OBSERVED, now=pacing_now)
             detail = "observe mode (policy reloaded before the send): nothing sent"
             return self._account(decision, EvictionResult.OBSERVED, detail=detail, now=now, mode=Mode.OBSERVE,
                                  sent=True)
@@ -250,14 +326,14 @@ class Evictor:
         if self._recheck_pods:
             if fresh is None or (request.pod.uid and fresh.uid != request.pod.uid):
                 what = "no longer exists" if fresh is None else f"was replaced (uid {fresh.uid})"
-                self._pacer.record(request, EvictionResult.GONE, now=now)
+                self._pacer.record(request, EvictionResult.GONE, now=pacing_now)
                 detail = f"re-read before sending: {request.pod.key} {what}"
                 return self._account(decision, EvictionResult.GONE, detail=detail, now=now, mode=mode)
             self._pacer.learn(fresh)
             refused = refusal(fresh, policy) or refused
         if refused is None:
             return None
-        self._pacer.hold(request, now=now)  # its stale decision comes back next cycle: not one GET per cycle
+        self._pacer.hold(request, now=pacing_now)  # its stale decision comes back next cycle: not one GET per cycle
         detail = f"re-checked before sending: {refused.detail}"
         return self._account(decision, refused.result, detail=detail, now=now, mode=mode)
 

@@ -8,6 +8,13 @@ tested on a simulated clock. PURE: no I/O, no asyncio; the clock is an argument.
 `pace()` only checks; `record()` is where an attempt takes its token and starts its cooldowns, so a cycle that is
 paused (kill switch) or never sent costs nothing.
 
+Every guarantee here runs on the clock the caller passes as `now`, and that clock must be MONOTONIC: the agent
+passes `time.monotonic()` (wall time is only for the timestamps of Events and audit lines), a replay passes the
+tick count times the tick length. A wall-clock step (NTP, a VM resumed) would otherwise end every cooldown at once
+(forward) or stretch them (back). Hysteresis follows the same rule: how long a finding has held is measured from
+the pacing time of the tick it started on (`pace(..., tick=)` records each tick's time), never from the finding's
+wall-clock `since`.
+
 A restart must not be a way around any of this. A pacer built with `started=<clock now>` (what the agent's
 ActionStage does at process start) begins with an EMPTY bucket: its first send waits 1/rate (30 s at the default
 2/min), so an agent in a crash loop cannot evict once per restart. `restore()` replays the attempts the cluster
@@ -17,10 +24,11 @@ without `started` (replays, `plan()`) begins full, as an agent that has been run
 
 from __future__ import annotations
 
+from bisect import bisect_left
+from collections import deque
 from dataclasses import dataclass, replace
-from typing import Iterable, Mapping
+from typing import Collection, Iterable, Mapping
 
-from watchdog.action.eligibility import tenant_of
 from watchdog.action.lineage import Lineage, lineage_key, next_lineage
 from watchdog.config.action import ActionPolicy
 from watchdog.model import Attribution, Decision, EvictionRequest, EvictionResult, Finding, PodInfo, PodRef
@@ -43,6 +51,9 @@ ATTEMPTS = frozenset(
 RETRIED = frozenset(
     {EvictionResult.BLOCKED_PDB, EvictionResult.BLOCKED, EvictionResult.ERROR, EvictionResult.RATE_LIMITED}
 )
+# The detail of a decision whose pod already has a send queued (the agent's evictor sends beside the tick): that
+# send accounts for the pod, so the evictor neither counts nor audits this one.
+IN_FLIGHT = "a send for this pod is queued"
 # Attempts that went through (or, by mode, stand for one that would have): they start every cooldown.
 DONE = frozenset({EvictionResult.EVICTED, EvictionResult.DRY_RUN, EvictionResult.OBSERVED})
 
@@ -103,6 +114,7 @@ class Pacer:
         self._tenants: dict[str, str] = {}
         self._owner_kinds: dict[str, str | None] = {}  # pod key → its controller's kind, for its lineage
         self._lineages: dict[str, Lineage] = {}
+        self._tick_times: deque[tuple[int, float]] = deque()  # (tick, pacing time), increasing: for hysteresis
 
     @property
     def policy(self) -> ActionPolicy:
@@ -134,9 +146,18 @@ class Pacer:
         now: float,
         findings: Iterable[Finding] = (),
         attribution: Attribution | None = None,
+        tick: int | None = None,
+        in_flight: Collection[EvictionRequest] = (),
     ) -> list[Decision]:
-        """The same decisions, those still to send turned into PENDING/COOLDOWN/RATE_LIMITED/... when they must wait."""
+        """The same decisions, those still to send turned into PENDING/COOLDOWN/RATE_LIMITED/... when they must wait.
+
+        `tick`: the tick these decisions were made on; its pacing time is remembered so a finding's persistence is
+        measured on this clock from the tick it started on (None: from the finding's own `since`, for callers whose
+        `now` is the sample's clock). `in_flight`: requests granted earlier and not sent yet (the evictor's queue):
+        they count as granted this cycle (their pod, tenant, workload and token are taken)."""
         self._forget_expired(now)
+        if tick is not None:
+            self._note_tick(tick, now)
         policy = self._policy
         by_key: Mapping[str, Finding] = {f.key: f for f in findings}
         available = self._bucket.refill(now)
@@ -146,6 +167,14 @@ class Pacer:
         # without this, any burst > 1 let two findings of one cycle evict two pods of one tenant (or workload).
         granted_tenants: set[str] = set()
         granted_lineages: set[str] = set()
+        queued_pods = {queued.pod.key for queued in in_flight}
+        for queued in in_flight:
+            granted_pods.add(queued.pod.key)
+            granted_findings.add(queued.finding_key)
+            if policy.tenant_cooldown_seconds > 0:
+                granted_tenants.add(self._tenants.get(queued.pod.key, queued.pod.namespace))
+            if policy.pod_cooldown_seconds > 0:
+                granted_lineages.add(self._lineage_of(queued.pod))
         paced = []
         for decision in decisions:
             if decision.result is not None or decision.request is None:
@@ -155,8 +184,11 @@ class Pacer:
             if attribution is not None:
                 info = attribution.pod(request.pod)
                 if info is not None:
-                    self.learn(info)
-            wait = self._wait(decision, request, by_key.get(decision.finding_key), now=now)
+                    self.learn(info, tenant=attribution.index.tenant(info))
+            if request.pod.key in queued_pods:
+                wait: tuple[EvictionResult, str] | None = (EvictionResult.COOLDOWN, IN_FLIGHT)
+            else:
+                wait = self._wait(decision, request, by_key.get(decision.finding_key), now=now)
             if wait is None and request.pod.key in granted_pods:
                 wait = (EvictionResult.COOLDOWN, "already chosen for another finding this cycle")
             if wait is None and decision.finding_key in granted_findings:
@@ -183,13 +215,19 @@ class Pacer:
                 paced.append(replace(decision, result=wait[0], detail=wait[1]))
         return paced
 
-    def learn(self, pod: PodInfo) -> None:
-        """Note what the cooldowns key on besides the name: the pod's tenant and its controller's kind."""
+    def learn(self, pod: PodInfo, *, tenant: str | None = None) -> None:
+        """Note what the cooldowns key on besides the name: the pod's tenant and its controller's kind.
+
+        ``tenant`` is the pod's tenant as the tick's pod index counts it (``PodIndex.tenant``), the one carrier of
+        the tenant rule; the pacer never derives it from a policy field. None (a pod re-read from the API right
+        before a send, which knows no tenant rule) keeps the tenant learned from the index; a pod never learned
+        with one counts under its namespace."""
         if len(self._tenants) > 10_000:
             self._tenants.clear()
             self._owner_kinds.clear()
         key = pod.ref.key
-        self._tenants[key] = tenant_of(pod, self._policy)
+        if tenant is not None:
+            self._tenants[key] = tenant
         self._owner_kinds[key] = pod.owner_kind
 
     def tenant(self, pod_key: str) -> str | None:
@@ -276,7 +314,7 @@ class Pacer:
         pod = request.pod.key
         if finding is not None:
             needed = policy.for_kind(finding.kind).for_seconds
-            lasted = now - finding.since
+            lasted = now - self._started_at(finding)
             if lasted < needed:
                 return EvictionResult.PENDING, f"persisted {lasted:.0f}s of the {needed:g}s required"
         if self._evicted_until.get(pod, -1.0) > now:
@@ -298,6 +336,25 @@ class Pacer:
             return EvictionResult.COOLDOWN, f"tenant cooldown for {tenant} ({left:.0f}s left)"
         return None
 
+    def _note_tick(self, tick: int, now: float) -> None:
+        times = self._tick_times
+        if times and tick <= times[-1][0]:
+            return  # a tick paced twice (an alert-driven cycle) keeps its first time
+        times.append((tick, now))
+        # Kept as long as any persistence requirement can look back (plus a margin); an older tick's finding is
+        # measured from the oldest tick kept, which only ever makes it look younger: safe.
+        horizon = max(self._policy.for_kind(kind).for_seconds for kind in _PACED_KINDS) + 60.0
+        while len(times) > 2 and times[1][1] <= now - horizon:
+            times.popleft()
+
+    def _started_at(self, finding: Finding) -> float:
+        """The pacing time of the tick the finding started on: the first recorded tick at or after it."""
+        times = self._tick_times
+        if not times:
+            return finding.since
+        at = bisect_left(times, finding.first_tick, key=lambda entry: entry[0])
+        return times[min(at, len(times) - 1)][1]
+
     def _forget_expired(self, now: float) -> None:
         for table in (self._pod_until, self._tenant_until, self._evicted_until, self._gone_until):
             for key in [k for k, until in table.items() if until <= now]:
@@ -308,6 +365,9 @@ class Pacer:
             del self._backoff[key]
         for key in [k for k, lineage in self._lineages.items() if lineage.forget_at <= now]:
             del self._lineages[key]
+
+
+_PACED_KINDS = ("interference", "memory_pressure", "quota", "unauthorized", "xid")
 
 
 def _identity(request: EvictionRequest) -> str:

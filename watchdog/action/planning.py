@@ -9,13 +9,13 @@ PURE: no I/O, no asyncio.
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Collection, Iterable
 
 from watchdog.action.decision import decide
 from watchdog.action.pacing import Pacer
 from watchdog.config.action import ActionPolicy
 from watchdog.config.runtime import resolve_action_policy
-from watchdog.model import Attribution, Decision, EvictionResult, Finding, Mode
+from watchdog.model import Attribution, Decision, EvictionRequest, EvictionResult, Finding, Mode
 
 
 def effective_policy(
@@ -33,6 +33,23 @@ def would_be(mode: Mode) -> EvictionResult:
     )
 
 
+def decide_and_pace(
+    findings: Iterable[Finding],
+    attribution: Attribution,
+    policy: ActionPolicy,
+    now: float,
+    *,
+    pacer: Pacer,
+    tick: int | None = None,
+    in_flight: Collection[EvictionRequest] = (),
+) -> list[Decision]:
+    """The one decide → pace step, live (action.stage) and offline (`plan`) alike. `now` is the pacing clock
+    (monotonic live, tick × tick length offline); `tick` the tick the findings were judged on."""
+    findings = list(findings)
+    decisions = decide(findings, attribution, policy=policy, now=now)
+    return pacer.pace(decisions, now=now, findings=findings, attribution=attribution, tick=tick, in_flight=in_flight)
+
+
 def plan(
     findings: Iterable[Finding],
     attribution: Attribution,
@@ -40,13 +57,12 @@ def plan(
     now: float,
     *,
     pacer: Pacer | None = None,
+    tick: int | None = None,
 ) -> list[Decision]:
     """decide + pace, no I/O. Decisions left with result None would be sent; pass the same `pacer` across the
     cycles of a replay so cooldowns and the token bucket carry over (it records each would-be send)."""
-    findings = list(findings)
     pacer = pacer or Pacer(policy)
-    decisions = decide(findings, attribution, policy=policy, now=now)
-    paced = pacer.pace(decisions, now=now, findings=findings, attribution=attribution)
+    paced = decide_and_pace(findings, attribution, policy, now, pacer=pacer, tick=tick)
     for decision in paced:
         if decision.result is None and decision.request is not None:
             pacer.record(decision.request, would_be(policy.mode), now=now)

@@ -84,7 +84,10 @@ class ActionPolicy(Section):
         PROTECTED_ANNOTATION, description='Pods annotated with this key set to "true" are never evicted.'
     )
     tenant_label: LabelKey | None = Field(
-        None, description="Pod label naming the tenant (for cooldowns and quota); None means the namespace."
+        None,
+        description="Pod label whose value names a pod's tenant, for every stage (detection's tenants and quotas, "
+        "cooldowns, metrics); a pod without it, or None, counts under its namespace. The one place to set it: "
+        "reloads and replays follow it.",
     )
     interference: KindPolicy = Field(
         KindPolicy(for_seconds=120.0), description="Cross-tenant interference (power, SM, DRAM, PCIe)."

@@ -13,6 +13,7 @@ from typing import Any, Callable
 from watchdog.config import Policy
 from watchdog.evaluation.report import ReportBuilder
 from watchdog.evaluation.stages import OfflineAgent, StepResult
+from watchdog.model.plausibility import PlausibilityGate
 from watchdog.trace import read_trace
 
 TRACE_SUFFIXES = (".jsonl", ".jsonl.gz")
@@ -40,7 +41,8 @@ def replay(
 
     Raises ``TraceError`` ("FILE:LINE: field: reason") at the first invalid line, ``OSError`` if unreadable.
     """
-    traces = [read_trace(path) for path in trace_files(trace_path)]
+    gate = PlausibilityGate()  # one quarantine across a directory's segments, as one agent kept it
+    traces = [read_trace(path, gate=gate) for path in trace_files(trace_path)]
     header = traces[0].header
     source = {
         "path": str(trace_path),
@@ -50,7 +52,8 @@ def replay(
         "agent_version": header.agent_version,
         "source": header.source,
     }
-    agent = OfflineAgent(policy, own_namespace=own_namespace, tenant_label=tenant_label)
+    agent = OfflineAgent(policy, own_namespace=own_namespace, tenant_label=tenant_label,
+                         tick_seconds=header.tick_seconds)
     builder = ReportBuilder(source=source, mode=policy.action.mode.value)
     total, done = sum(trace.path.stat().st_size for trace in traces), 0
     for trace in traces:

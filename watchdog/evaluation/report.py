@@ -9,6 +9,8 @@ episodes (the detector's key + first tick), and decisions are reported once per 
 
 from __future__ import annotations
 
+from collections import Counter
+
 import json
 import math
 from dataclasses import dataclass, field
@@ -101,10 +103,14 @@ class ReportBuilder:
         self._episodes: dict[tuple[str, int], Episode] = {}
         self._last_result: dict[tuple[str, str], EvictionResult] = {}
         self._evictions: list[dict[str, Any]] = []
+        self._rejected: Counter[str] = Counter()
+        self._quarantined_ticks = 0
 
     def add(self, step: StepResult) -> None:
         tick = step.sample.tick
         self._ticks += 1
+        self._rejected.update(rejection.check for rejection in step.sample.rejected)
+        self._quarantined_ticks += bool(step.sample.quarantined)
         self._first_tick = tick if self._first_tick is None else self._first_tick
         self._last_tick = tick
         for finding in step.findings:
@@ -155,4 +161,6 @@ class ReportBuilder:
             "last_tick": self._last_tick,
             "findings": [episode.to_json() for episode in findings],
             "evictions": self._evictions,
+            "readings_rejected": dict(sorted(self._rejected.items())),
+            "quarantined_ticks": self._quarantined_ticks,
         }

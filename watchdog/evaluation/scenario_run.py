@@ -182,9 +182,8 @@ def simulate_observed(scenario: Scenario | str, *, tenant_label: str | None = No
             node.promote_scheduled_errors()
             sample = sampler.sample(tick)
             xids = events.drain(clock.now())
-            if xids:
-                sample = NodeSample(node=sample.node, tick=sample.tick, timestamp=sample.timestamp, gpus=sample.gpus,
-                                    xids=xids, driver_version=sample.driver_version)
+            if xids:  # as the live cycle does: the events join the sample through the same gate
+                sample = sampler.gate.admit(dataclasses.replace(sample, xids=sample.xids + tuple(xids)))
             running = {pod.uid: infos[pod.uid or ""] for pod in scenario.pods if pod.running(tick)}
             if running.keys() != index.pods.keys():
                 index = PodIndex(running, tenant_label=tenant_label)
@@ -215,6 +214,8 @@ def simulate_observed(scenario: Scenario | str, *, tenant_label: str | None = No
 
 def run_scenario(scenario: Scenario | str, *, policy: Policy) -> Iterator[StepResult]:
     """Each tick's sample, attribution, findings and decisions (see ``stages.StepResult``)."""
-    agent = OfflineAgent(policy)
+    if not isinstance(scenario, Scenario):
+        scenario = load_scenario(scenario)
+    agent = OfflineAgent(policy, tick_seconds=scenario.tick_seconds)
     for tick in simulate_observed(scenario, tenant_label=policy.action.tenant_label):
         yield agent.step(tick.sample, tick.attribution, tick.signals, borrowed_activity=tick.activity)

@@ -24,7 +24,7 @@ from watchdog.kube.permissions import DeclaredOperations, check_declared, path_r
 
 
 class KubeApi:
-    """``async with KubeApi.from_url(url) as api: await api.core.list_pod_for_all_namespaces()``."""
+    """``async with KubeApi.from_url(url) as api: await api.request_json("GET", "/api/v1/pods")``."""
 
     def __init__(self, configuration: k8s.Configuration, *, timeout: float = 10.0,
                  enforce_permissions: bool = False):
@@ -34,14 +34,42 @@ class KubeApi:
         self.timeout = timeout
         self.enforce_permissions = enforce_permissions
         self.api_client = k8s.ApiClient(configuration)
-        self.core = k8s.CoreV1Api(self.api_client)
-        self.coordination = k8s.CoordinationV1Api(self.api_client)
-        self.events = k8s.EventsV1Api(self.api_client)
-        self.policy = k8s.PolicyV1Api(self.api_client)
-        self.resource = k8s.ResourceV1Api(self.api_client)  # resource.k8s.io/v1: DRA ResourceSlices
-        self.scheduling = k8s.SchedulingV1Api(self.api_client)
+        self._apis: dict[str, Any] = {}
         if enforce_permissions:
             self.restrict_to_declared_permissions()
+
+    # The generated API classes, built on first use: each imports every model its group names (CoreV1Api alone holds
+    # 24 MiB resident), and the agent's own calls go through `send` and `request_json`, which need none of them.
+    def _api(self, name: str, cls_name: str) -> Any:
+        api = self._apis.get(name)
+        if api is None:
+            api = getattr(k8s, cls_name)(self.api_client)
+            self._apis[name] = api = DeclaredOperations(api) if self.enforce_permissions else api
+        return api
+
+    @property
+    def core(self) -> Any:
+        return self._api("core", "CoreV1Api")
+
+    @property
+    def coordination(self) -> Any:
+        return self._api("coordination", "CoordinationV1Api")
+
+    @property
+    def events(self) -> Any:
+        return self._api("events", "EventsV1Api")
+
+    @property
+    def policy(self) -> Any:
+        return self._api("policy", "PolicyV1Api")
+
+    @property
+    def resource(self) -> Any:
+        return self._api("resource", "ResourceV1Api")  # resource.k8s.io/v1: DRA ResourceSlices
+
+    @property
+    def scheduling(self) -> Any:
+        return self._api("scheduling", "SchedulingV1Api")
 
     # ------------------------------------------------------------------ constructors
     @classmethod
@@ -97,10 +125,9 @@ class KubeApi:
     def restrict_to_declared_permissions(self) -> "KubeApi":
         """From now on, refuse (KubeCallNotDeclared) every call watchdog/kube/permissions.py does not list."""
         self.enforce_permissions = True
-        for name in ("core", "coordination", "events", "policy", "resource", "scheduling"):
-            api = getattr(self, name, None)
-            if api is not None and not isinstance(api, DeclaredOperations):
-                setattr(self, name, DeclaredOperations(api))
+        for name, api in list(self._apis.items()):
+            if not isinstance(api, DeclaredOperations):
+                self._apis[name] = DeclaredOperations(api)
         return self
 
     # ------------------------------------------------------------------ lifecycle
@@ -117,7 +144,24 @@ class KubeApi:
     def host(self) -> str:
         return self.configuration.host
 
-    # ------------------------------------------------------------------ raw JSON
+    # ------------------------------------------------------------------ raw requests
+    async def send(self, method: str, path: str, *, query: dict[str, Any] | None = None,
+                   body: Any = None, timeout: float | None = None,
+                   content_type: str = "application/json") -> Any:
+        """One request, its answer unread: the aiohttp response, as the generated ``*_without_preload_content``
+        calls return it (read it, or stream a watch from ``.content``). ``query`` keys may be snake_case
+        (``field_selector``); None values are left out. Raises the client's own errors for transport failures
+        (callers wrap it in ``kube_errors()``); a non-2xx answer is returned like any other."""
+        params = [(_camel(key), value) for key, value in (query or {}).items() if value is not None]
+        if self.enforce_permissions:
+            check_declared(path_request(method, path, query={key: str(value).lower() for key, value in params}))
+        serialized = await self.api_client.param_serialize(
+            method=method, resource_path=path, query_params=params or None,
+            header_params={"Accept": "application/json", "Content-Type": content_type}, body=body,
+            auth_settings=["BearerToken"])
+        response = await self.api_client.call_api(*serialized, _request_timeout=timeout or self.timeout)
+        return response.response
+
     async def request_json(self, method: str, path: str, *, query: dict[str, str] | None = None,
                            body: dict[str, Any] | None = None,
                            content_type: str = "application/json") -> dict[str, Any]:
@@ -140,3 +184,9 @@ class KubeApi:
         if raw and not parsed:
             raise KubeError(f"{method} {path}: the answer is not a JSON object: {raw[:200]!r}")
         return parsed
+
+
+def _camel(name: str) -> str:
+    """A query parameter as the API server names it: field_selector → fieldSelector."""
+    head, *rest = name.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)

@@ -37,8 +37,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterable
-
-from kubernetes.aio import client as k8s
+from urllib.parse import quote
 
 from watchdog.kube.client import KubeApi
 from watchdog.kube.errors import KubeNotFound, error_for_status, kube_errors, status_body, translate
@@ -139,18 +138,16 @@ class KubeEvictions:
         self.clock = clock  # wall clock, for Event timestamps and names
 
     async def evict(self, pod: PodRef, *, dry_run: bool, grace_seconds: int | None = None) -> EvictionReply:
-        options = k8s.V1DeleteOptions(
-            grace_period_seconds=grace_seconds,
-            # Evict the pod we decided on, not a namesake created since (eviction.go honours preconditions).
-            preconditions=k8s.V1Preconditions(uid=pod.uid) if pod.uid else None,
-        )
-        body = k8s.V1Eviction(api_version="policy/v1", kind="Eviction",
-                              metadata=k8s.V1ObjectMeta(name=pod.name, namespace=pod.namespace),
-                              delete_options=options)
+        options: dict[str, Any] = {}
+        if grace_seconds is not None:
+            options["gracePeriodSeconds"] = grace_seconds
+        if pod.uid:  # evict the pod we decided on, not a namesake created since (eviction.go honours preconditions)
+            options["preconditions"] = {"uid": pod.uid}
+        body = {"apiVersion": "policy/v1", "kind": "Eviction",
+                "metadata": {"name": pod.name, "namespace": pod.namespace}, "deleteOptions": options}
         try:
-            response = await self.api.core.create_namespaced_pod_eviction_without_preload_content(
-                pod.name, pod.namespace, body, dry_run="All" if dry_run else None,
-                _request_timeout=self.api.timeout)
+            response = await self.api.send("POST", f"{_pod_path(pod.namespace, pod.name)}/eviction",
+                                           query={"dry_run": "All" if dry_run else None}, body=body)
             raw = await response.read()
         except Exception as error:  # noqa: BLE001 - "never raises": transport failures are a result
             return EvictionReply(EvictionResult.ERROR, None, _describe(error))
@@ -160,16 +157,10 @@ class KubeEvictions:
 
     async def get_pod(self, namespace: str, name: str) -> PodInfo | None:
         """The pod as the API server has it now; None when it does not exist. Raises KubeError when unreadable."""
-        with kube_errors():
-            response = await self.api.core.read_namespaced_pod_without_preload_content(
-                name, namespace, _request_timeout=self.api.timeout)
-            raw = await response.read()
-        body = status_body(raw)
-        if response.status == 404:
+        try:
+            return pod_info(await self.api.request_json("GET", _pod_path(namespace, name)))
+        except KubeNotFound:
             return None
-        if response.status != 200:
-            raise error_for_status(response.status, body)
-        return pod_info(body)
 
     async def record_event(self, pod: PodRef, *, reason: str, message: str, type: str = "Warning",
                            action: str = "Evict", component: str = "gpu-watchdog", host: str = "",
@@ -179,20 +170,25 @@ class KubeEvictions:
         now = datetime.fromtimestamp(self.clock(), tz=timezone.utc)  # aware: a naive time is refused (400)
         labels = {EVENT_LABEL_REASON: _label_value(reason), EVENT_LABEL_NODE: _label_value(host),
                   EVENT_LABEL_TENANT: _label_value(tenant), EVENT_LABEL_OWNER_KIND: _label_value(owner_kind)}
-        event = k8s.CoreV1Event(
-            # client-go's recorder names events "<object>.<unix nanoseconds in hex>" (tools/record/event.go).
-            metadata=k8s.V1ObjectMeta(name=f"{pod.name}.{int(now.timestamp() * 1e9):x}", namespace=pod.namespace,
-                                      labels={key: value for key, value in labels.items() if value} or None),
-            involved_object=k8s.V1ObjectReference(api_version="v1", kind="Pod", name=pod.name,
-                                                  namespace=pod.namespace, uid=pod.uid or None),
-            reason=reason, message=message[:1024], type=type, action=action, count=1,
-            source=k8s.V1EventSource(component=component, host=host or None),
-            first_timestamp=now, last_timestamp=now,
-            reporting_component=component, reporting_instance=host or component,
-        )
+        # client-go's recorder names events "<object>.<unix nanoseconds in hex>" (tools/record/event.go).
+        event = {
+            "apiVersion": "v1", "kind": "Event",
+            "metadata": _present({"name": f"{pod.name}.{int(now.timestamp() * 1e9):x}", "namespace": pod.namespace,
+                                  "labels": {key: value for key, value in labels.items() if value} or None}),
+            "involvedObject": _present({"apiVersion": "v1", "kind": "Pod", "name": pod.name,
+                                        "namespace": pod.namespace, "uid": pod.uid or None}),
+            "reason": reason, "message": message[:1024], "type": type, "action": action, "count": 1,
+            "source": _present({"component": component, "host": host or None}),
+            "firstTimestamp": now, "lastTimestamp": now,
+            "reportingComponent": component, "reportingInstance": host or component,
+        }
         try:
             with kube_errors():
-                await self.api.core.create_namespaced_event(pod.namespace, event, _request_timeout=self.api.timeout)
+                response = await self.api.send("POST", f"/api/v1/namespaces/{quote(pod.namespace, safe='')}/events",
+                                               body=event)
+                raw = await response.read()
+            if not 200 <= response.status < 300:
+                raise error_for_status(response.status, status_body(raw))
         except Exception as error:  # noqa: BLE001 - an unrecorded Event must not stop an eviction cycle
             log.warning("cannot record event %s on %s: %s", reason, pod.key, _describe(error))
             return False
@@ -201,17 +197,16 @@ class KubeEvictions:
     async def read_kill_switch(self, namespace: str, configmap_name: str, key: str = "paused") -> bool | None:
         """True when ConfigMap data[key] is "true" (or 1/yes/on); False when it or the key is absent; None when
         the API could not be read (the caller keeps its last known state)."""
+        path = f"/api/v1/namespaces/{quote(namespace, safe='')}/configmaps/{quote(configmap_name, safe='')}"
         try:
-            with kube_errors():
-                config_map = await self.api.core.read_namespaced_config_map(
-                    configmap_name, namespace, _request_timeout=self.api.timeout)
+            body = await self.api.request_json("GET", path)
         except KubeNotFound:
             return False
         except Exception as error:  # noqa: BLE001
             log.warning("cannot read kill switch %s/%s: %s", namespace, configmap_name, _describe(error))
             return None
-        value = (config_map.data or {}).get(key, "")
-        return value.strip().lower() in _TRUE
+        value = (body.get("data") or {}).get(key, "")
+        return str(value).strip().lower() in _TRUE
 
     async def recent_evictions(self, node: str, *, reasons: Iterable[str],
                                within_seconds: float) -> list[RecordedEviction]:
@@ -223,13 +218,7 @@ class KubeEvictions:
         selector = f"{EVENT_LABEL_REASON} in ({','.join(wanted)})"
         if _label_value(node):
             selector += f",{EVENT_LABEL_NODE}={node}"
-        with kube_errors():
-            response = await self.api.core.list_event_for_all_namespaces_without_preload_content(
-                label_selector=selector, _request_timeout=self.api.timeout)
-            raw = await response.read()
-        body = status_body(raw)
-        if response.status != 200:
-            raise error_for_status(response.status, body)
+        body = await self.api.request_json("GET", "/api/v1/events", query={"labelSelector": selector})
         now = self.clock()
         found = []
         for item in body.get("items") or []:
@@ -241,18 +230,10 @@ class KubeEvictions:
     async def list_pods(self, *, label_selector: str | None = None, field_selector: str | None = None,
                         namespace: str | None = None) -> list[PodInfo]:
         """Pods matching the selectors, cluster-wide or in one namespace. Raises KubeError when unreadable."""
-        with kube_errors():
-            if namespace:
-                response = await self.api.core.list_namespaced_pod_without_preload_content(
-                    namespace, label_selector=label_selector, field_selector=field_selector,
-                    _request_timeout=self.api.timeout)
-            else:
-                response = await self.api.core.list_pod_for_all_namespaces_without_preload_content(
-                    label_selector=label_selector, field_selector=field_selector, _request_timeout=self.api.timeout)
-            raw = await response.read()
-        body = status_body(raw)
-        if response.status != 200:
-            raise error_for_status(response.status, body)
+        path = f"/api/v1/namespaces/{quote(namespace, safe='')}/pods" if namespace else "/api/v1/pods"
+        query = {key: value for key, value in (("labelSelector", label_selector), ("fieldSelector", field_selector))
+                 if value is not None}
+        body = await self.api.request_json("GET", path, query=query)
         return [pod_info(item) for item in body.get("items") or []]
 
 
@@ -292,3 +273,11 @@ def _describe(error: BaseException) -> str:
     except TypeError:
         return f"{type(error).__name__}: {error}"
 
+
+def _pod_path(namespace: str, name: str) -> str:
+    return f"/api/v1/namespaces/{quote(namespace, safe='')}/pods/{quote(name, safe='')}"
+
+
+def _present(fields: dict[str, Any]) -> dict[str, Any]:
+    """The fields that have a value: what the generated models serialised (None left out)."""
+    return {key: value for key, value in fields.items() if value is not None}

@@ -91,18 +91,11 @@ PERMISSIONS: tuple[Permission, ...] = tuple([
 
 DECLARED: frozenset[tuple[str, str, str]] = frozenset((p.group, p.resource, p.verb) for p in PERMISSIONS)
 
-# The generated client's operations the code calls (kubernetes/aio/client/api/core_v1_api.py, resource_v1_api.py),
-# by name without the _without_preload_content/_with_http_info suffix → (group, resource, verb).
-CLIENT_OPERATIONS: dict[str, tuple[str, str, str]] = {
-    "list_pod_for_all_namespaces": ("", "pods", "list"),
-    "list_namespaced_pod": ("", "pods", "list"),
-    "read_namespaced_pod": ("", "pods", "get"),
-    "create_namespaced_pod_eviction": ("", "pods/eviction", "create"),
-    "create_namespaced_event": ("", "events", "create"),
-    "list_event_for_all_namespaces": ("", "events", "list"),
-    "read_namespaced_config_map": ("", "configmaps", "get"),
-    "list_resource_slice": ("resource.k8s.io", "resourceslices", "list"),
-}
+# The generated client's operations production code calls, by name without the _without_preload_content/
+# _with_http_info suffix → (group, resource, verb). None: every call goes out as a raw request (KubeApi.send,
+# request_json) checked by its path, so the generated API classes, which hold every model of their group in memory
+# (CoreV1Api alone is 24 MiB resident), are never loaded by the agent. A generated operation called anyway is refused.
+CLIENT_OPERATIONS: dict[str, tuple[str, str, str]] = {}
 
 _HTTP_VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
 # /api/v1/[namespaces/<ns>/]<resource>[/<name>[/<subresource>]] and /apis/<group>/<version>/… (the API server's

@@ -230,7 +230,8 @@ class PodWatcher:
 
     async def _request(self, **query: Any) -> Any:
         """One list or watch request, unread (``*_without_preload_content``); a subclass names another kind."""
-        return await self.api.core.list_pod_for_all_namespaces_without_preload_content(**query)
+        timeout = query.pop("_request_timeout", None)
+        return await self.api.send("GET", "/api/v1/pods", query=query, timeout=timeout)
 
     def _describe(self, info: Any) -> str:
         return info.ref.key

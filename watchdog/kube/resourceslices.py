@@ -119,7 +119,8 @@ class ResourceSliceWatcher(PodWatcher):
         return f"spec.nodeName={self.node},spec.driver={self.driver}"
 
     async def _request(self, **query: Any) -> Any:
-        return await self.api.resource.list_resource_slice_without_preload_content(**query)
+        timeout = query.pop("_request_timeout", None)
+        return await self.api.send("GET", "/apis/resource.k8s.io/v1/resourceslices", query=query, timeout=timeout)
 
     def _describe(self, info: Any) -> str:
         return info.name

@@ -36,6 +36,7 @@ class EvictionResult(StrEnum):
     PAUSED = "paused"  # kill switch
     UNSAFE = "unsafe"  # attribution unhealthy: never act blind
     GONE = "gone"
+    STALE = "stale"  # the send came too long after its finding (max_decision_age_seconds): dropped, never sent
     ERROR = "error"
 
 

@@ -21,6 +21,7 @@ from watchdog.attribution.kubelet import assignments_from_settings
 from watchdog.attribution.pods import PodCache
 from watchdog.attribution.slices import SliceCache
 from watchdog.attribution.proc import ProcReader
+from watchdog.attribution.stage import NodeAttributor
 from watchdog.config import Policy, Settings, load_policy
 from watchdog.config.runtime import RuntimePolicy
 from watchdog.detection import Detector
@@ -35,7 +36,8 @@ from watchdog.publishing.mqtt import MqttPublisher
 from watchdog.publishing.server import MetricsServer
 from watchdog.sampling.sampler import NvmlSampler
 from watchdog.sampling.xid_watcher import XidWatcher
-from watchdog.service.attributor import NodeAttributor
+from watchdog.service.clock_watch import ClockStepWatch
+from watchdog.service import status_sources
 from watchdog.service.cycle import Cycle
 from watchdog.service.pipeline import TickSink
 from watchdog.service.policy_watch import PolicyWatcher
@@ -62,16 +64,26 @@ class Agent:
         kube: KubeApi | None = None,
         policy: Policy | None = None,
         sinks: Sequence[TickSink] = (),
+        monotonic: Callable[[], float] | None = None,
     ) -> None:
+        """`clock`: wall time (samples', Events' and audit lines' timestamps). `monotonic`: the clock every guarantee
+        runs on (cooldowns, hysteresis, the token bucket, backoffs, the decision age); a real node passes
+        ``time.monotonic``, a simulated world whose one clock never steps may leave it None (then `clock`)."""
         self.settings = settings
         self.node = settings.node_name
         self.clock = clock
+        self.monotonic = monotonic or clock
+        self.clock_steps = ClockStepWatch(wall=clock, monotonic=self.monotonic,
+                                          tolerance=max(2.0, settings.sampling.interval_seconds))
         self.sleep = sleep
         self.kube = kube
         # A policy file is read now, so an invalid one stops the start (ConfigError names each field); later
         # edits go through PolicyWatcher, where an invalid one is refused and the last good policy stays.
         self.policy = policy or (load_policy(settings.policy_file) if settings.policy_file else settings.policy)
         self.runtime = self._resolve(self.policy)
+        if settings.attribution.tenant_label:
+            log.warning("attribution.tenant_label is deprecated: name the tenant label in the policy's "
+                        "action.tenant_label (which wins when both are set; docs/action.md, Tenants)")
         self.state = AgentState(node=self.node)
         self.sampler = NvmlSampler(nvml, node=self.node, clock=clock, settings=settings.sampling)
         self.xids = XidWatcher(
@@ -97,6 +109,7 @@ class Agent:
             node=self.node,
             kill_switch=self.kill_switch if self.evictions is not None else None,
             budget=self.budget,
+            monotonic=self.monotonic,
         )
         self.signals = PrometheusSignals(settings.signals, runtime=self.runtime, clock=clock) \
             if settings.signals.prometheus_url else None
@@ -149,21 +162,17 @@ class Agent:
             attributor=self.attributor,
             detector=self.detector,
             action=self.action,
-            gate=self.kill_switch,
             signals=self.signals,
             activity=self.activity,
-            events=self.xids,
-            mqtt=self.mqtt,
-            flight_recorder=self.flight_recorder,
+            status=self._status_sources(),
             sinks=(*sinks, self.decision_log, *((self.mqtt,) if self.mqtt is not None else ()),
                    *((self.flight_recorder,) if self.flight_recorder is not None else ())),
             sample_timeout=settings.sampling.sample_timeout_seconds,
         )
         self._register_error_sources()
         # Every consumer of the runtime policy, handed the same object on every load.
-        self._runtime_consumers = [self.state, self.detector, self.cycle, self.action, self.kill_switch, self.budget,
+        self._runtime_consumers = [self.detector, self.cycle, self.action, self.kill_switch, self.budget,
                                    *((self.signals,) if self.signals is not None else ())]
-        self.state.apply_runtime(self.runtime)
         self.server = MetricsServer.from_settings(
             settings.publishing, snapshot_provider=lambda: self.cycle.snapshot, alive=self._alive,
             decisions=self.decision_log,
@@ -182,6 +191,17 @@ class Agent:
         return RuntimePolicy.resolve(policy, own_namespace=self.settings.namespace,
                                      tenant_label=self.settings.attribution.tenant_label,
                                      mode_override=self.settings.mode_override)
+
+    def _status_sources(self) -> list[status_sources.Source]:
+        """What the parts that run on their own show in each snapshot, read once per cycle."""
+        sources = [status_sources.kill_switch(self.kill_switch)]
+        if self.xids is not None:
+            sources.append(status_sources.xid_events(self.xids))
+        if self.mqtt is not None:
+            sources.append(status_sources.counters("mqtt", self.mqtt.snapshot_counters))
+        if self.flight_recorder is not None:
+            sources.append(status_sources.counters("flight_recorder", self.flight_recorder.counters))
+        return sources
 
     def _register_error_sources(self) -> None:
         """Stages that keep their own error tallies are read as they are when each snapshot is frozen."""
@@ -263,6 +283,11 @@ class Agent:
         await self._stack.aclose()
 
     async def cycle_once(self) -> TickResult:
+        step = self.clock_steps.check()
+        if step is not None:  # the wall clock jumped (NTP step, VM resume): timestamps only, no guarantee moves
+            log.warning("wall clock stepped %+.1fs against the monotonic clock; cooldowns and hysteresis are unaffected",
+                        step)
+            self.state.count_error("clock", "step_forward" if step > 0 else "step_backward")
         result = await self.cycle.run(self.tick)
         self._last_progress = time.monotonic()
         self.tick += 1
@@ -291,6 +316,9 @@ class Agent:
                     group.create_task(self.slice_watcher.run(), name="resourceslice-watcher")
                 if self.evictions is not None:
                     group.create_task(self.kill_switch.watcher(), name="kill-switch")
+                    # The one task that talks to the Eviction API, beside the tick: a slow API server never
+                    # stalls sampling, detection or /metrics (action/stage.py).
+                    group.create_task(self.action.sender(), name="evictor")
                 if self.mqtt is not None:
                     group.create_task(self.mqtt.run(), name="mqtt-publisher")
                 if self.signals is not None:

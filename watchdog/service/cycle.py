@@ -15,24 +15,21 @@ import logging
 import time
 from typing import Any, Callable, Sequence
 
-from watchdog.attribution.join import with_claims
 from watchdog.config.runtime import RuntimePolicy
-from watchdog.model import ActionReport, Attribution, Finding, NodeSample, TickResult, finding_changes
-from watchdog.service.attributor import why_unhealthy
+from watchdog.detection import Detector, ViewUnavailable
+from watchdog.model import ActionReport, Attribution, Finding, NodeSample, PodIndex, TickResult, finding_changes
+from watchdog.attribution.stage import why_unhealthy
 from watchdog.service.pipeline import (
     ActionRunner,
     ActivitySource,
     Attributor,
-    EventWatcherView,
-    FindingDetector,
-    FlightRecorderView,
-    MqttView,
-    PauseView,
     Sampler,
+    StatusSource,
     TickSink,
     VictimSignalSource,
 )
 from watchdog.service.state import AgentState
+from watchdog.service.tick_path import TickPlan, plan_tick
 
 log = logging.getLogger(__name__)
 
@@ -47,14 +44,11 @@ class Cycle:
         runtime: RuntimePolicy,
         sampler: Sampler,
         attributor: Attributor,
-        detector: FindingDetector,
+        detector: Detector,
         action: ActionRunner,
-        gate: PauseView,
         signals: VictimSignalSource | None = None,
         activity: ActivitySource | None = None,
-        events: EventWatcherView | None = None,
-        mqtt: MqttView | None = None,
-        flight_recorder: FlightRecorderView | None = None,
+        status: Sequence[StatusSource] = (),
         sinks: Sequence[TickSink] = (),
         sample_timeout: float = 10.0,
         to_thread: Callable[..., Any] = asyncio.to_thread,
@@ -65,12 +59,9 @@ class Cycle:
         self.attributor = attributor
         self.detector = detector
         self.action = action
-        self.gate = gate
         self.signals = signals
         self.activity = activity
-        self.events = events
-        self.mqtt = mqtt
-        self.flight_recorder = flight_recorder
+        self.status = tuple(status)
         self.sinks = tuple(sinks)
         self.sample_timeout = sample_timeout
         self.to_thread = to_thread
@@ -84,32 +75,36 @@ class Cycle:
         self.runtime = runtime
 
     async def run(self, tick: int) -> TickResult:
-        self._events_health()
         sample = await self._sample(tick)
-        xids = self.state.drain_xids()  # Xids count even in a cycle without a sample: the thread runs apart
-        if sample is not None and xids:
-            sample = dataclasses.replace(sample, xids=sample.xids + xids)
+        xids = self.state.drain_xids()  # the event thread runs apart: its events join this tick's sample
+        if sample is None:
+            self.state.keep_xids(xids)  # judged with the next sample: no GPU list to check them against now
+            xids = ()
+        elif xids:
+            # Through the plausibility gate with the sample (an Xid on an absent GPU, or a number no driver
+            # reports, is refused and counted); the gate re-admits a tick without counting it twice.
+            sample = self.sampler.gate.admit(dataclasses.replace(sample, xids=sample.xids + xids))
+            xids = tuple(event for event in sample.xids if event in xids)
+            self.state.count_xids(xids)
         attribution = self._attribute(sample) if sample is not None else None
         signals = self.signals.values() if self.signals is not None and sample is not None else None
         activity = self.activity.values() if self.activity is not None and sample is not None else None
-        detected = self._detect(sample, attribution, signals, activity) if attribution is not None else None
+        planned = self._plan(sample, attribution, signals, activity) if attribution is not None else None
         findings, changes = (), ()
-        if detected is not None:  # a tick that detected nothing changes nothing: no finding is "resolved" by it
-            findings, changes = detected, finding_changes(self.findings, detected)
-            self.findings = detected
-        actions = await self._act(findings, attribution) if attribution is not None else ActionReport()
+        if planned is not None:  # a tick that detected nothing changes nothing: no finding is "resolved" by it
+            findings, changes = planned.findings, finding_changes(self.findings, planned.findings)
+            self.findings = planned.findings
+        actions = await self._act(planned, sample) if planned is not None else ActionReport()
         if sample is not None and any(not gpu.lost for gpu in sample.gpus):
             self.state.ready = True  # ready after the first sample that saw a working GPU
+        fields = self._read_status()
         self.snapshot = self.state.snapshot(
             sample=sample,
             attribution=attribution,
             findings=findings,
             evictions=self.action.counts,
             mode=self.action.policy.mode,
-            paused=self.gate.paused(),
-            mqtt=self.mqtt.snapshot_counters() if self.mqtt is not None else None,
-            kill_switch_known=not self.gate.unknown,
-            flight_recorder=self.flight_recorder.counters() if self.flight_recorder is not None else None,
+            **{"paused": False, **fields},
         )
         result = TickResult(tick=tick, snapshot=self.snapshot, changes=changes, actions=actions, xids=xids,
                             signals=signals, activity=activity)
@@ -118,13 +113,23 @@ class Cycle:
 
     # ------------------------------------------------------------------------------------------- stages
 
-    def _events_health(self) -> None:
-        """The Xid event thread runs on its own; its health is reported like a stage's, once per cycle."""
-        if self.events is None:
-            return
-        healthy = self.events.healthy  # running, registered on a GPU, last wait ended well
-        self.state.stage_done("events", seconds=0.0, success=healthy,
-                              detail="" if healthy else "Xid events are not being received")
+    def _read_status(self) -> dict[str, Any]:
+        """Every part that runs on its own (the kill switch, the Xid thread, the MQTT stream, the flight recorder) is
+        read once per cycle through the one registered-source mechanism: the snapshot fields it contributes, and its
+        health, reported like a stage's where it has one. A source that raises costs only its own fields."""
+        fields: dict[str, Any] = {}
+        for source in self.status:
+            try:
+                status = source.status()
+            except Exception as exc:
+                log.exception("status of %s failed", source.name)
+                self.state.count_error(source.name, type(exc).__name__.lower())
+                continue
+            fields.update(status.fields)
+            if status.healthy is not None:
+                self.state.stage_done(source.name, seconds=0.0, success=status.healthy,
+                                      detail="" if status.healthy else status.detail)
+        return fields
 
     async def _sample(self, tick: int) -> NodeSample | None:
         started = time.perf_counter()
@@ -158,31 +163,50 @@ class Cycle:
         except Exception as exc:
             log.exception("attribution failed")
             self.state.count_error("attribution", type(exc).__name__.lower())
-            result = Attribution(healthy=False, kubelet_ok=False, api_ok=False)
+            result = Attribution(healthy=False, kubelet_ok=False, api_ok=False,
+                                 index=PodIndex(tenant_label=self.runtime.tenant_label))
         self.state.stage_done("attribution", seconds=time.perf_counter() - started, success=result.healthy,
                               detail="" if result.healthy else why_unhealthy(result))
         return result
 
-    def _detect(
+    def _plan(
         self, sample: NodeSample, attribution: Attribution, signals, activity
-    ) -> tuple[Finding, ...] | None:
+    ) -> TickPlan | None:
+        """detect → decide → pace through the tick path replay runs too; each finding source that raised is counted
+        as its own stage (``detection/<name>``) and costs only its own findings."""
         started = time.perf_counter()
         try:
-            findings = tuple(self.detector.step(sample, attribution, external_signals=signals,
-                                                borrowed_activity=activity))
-            findings = with_claims(findings, attribution)  # the DRA claim of the pod each finding is about
+            planned = plan_tick(detector=self.detector, planner=self.action, sample=sample, attribution=attribution,
+                                signals=signals, activity=activity)
         except Exception as exc:
             log.exception("detection failed at tick %d", sample.tick)
             self.state.count_error("detection", type(exc).__name__.lower())
             self.state.stage_done("detection", seconds=time.perf_counter() - started, success=False)
             return None
-        self.state.stage_done("detection", seconds=time.perf_counter() - started, success=True)
-        return findings
+        for name, exc in planned.failures:
+            # A source skipped for want of a view part names that part's failure as its cause, logged once there.
+            trace = None if isinstance(exc, ViewUnavailable) else exc
+            log.error("finding source %s failed at tick %d: %r", name, sample.tick, exc, exc_info=trace)
+            self.state.count_error(f"detection/{name}", type(exc).__name__.lower())
+        failed = ", ".join(name for name, _ in planned.failures)
+        self.state.stage_done("detection", seconds=time.perf_counter() - started, success=not failed,
+                              detail=f"failed: {failed}" if failed else "")
+        if planned.plan_error is not None:
+            log.error("decide/pace failed at tick %d: %r", sample.tick, planned.plan_error,
+                      exc_info=planned.plan_error)
+            self.state.count_error("action", type(planned.plan_error).__name__.lower())
+        return planned
 
-    async def _act(self, findings: tuple[Finding, ...], attribution: Attribution) -> ActionReport:
+    async def _act(self, planned: TickPlan, sample: NodeSample) -> ActionReport:
+        """Settle the tick's decisions and queue its sends; the evictor sends beside the tick, so this never waits
+        on the API server."""
         started = time.perf_counter()
+        if planned.plan_error is not None:
+            self.state.stage_done("action", seconds=0.0, success=False, detail="decide/pace failed: nothing acted on")
+            return ActionReport()
         try:
-            report = await self.action.run_cycle(findings, attribution)
+            report = await self.action.dispatch(list(planned.decisions), tick=sample.tick,
+                                                decided_at=planned.decided_at)
         except Exception as exc:
             log.exception("action stage failed")
             self.state.count_error("action", type(exc).__name__.lower())

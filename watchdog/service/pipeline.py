@@ -1,20 +1,32 @@
 """What the cycle needs of each part it drives, as protocols: the wiring in ``agent`` hands it objects that have
 these, and a type checker (or a reader) sees the pipeline from this one page.
 
-sampler → attributor → detector → action runner, then the sinks that report on the tick. The views below them are
-what the snapshot shows of the parts that run on their own (the kill switch, the Xid thread, the MQTT publisher).
+sampler → attributor → detector (``detection.Detector``, through ``tick_path``) → action runner, then the sinks that report on the tick. The status sources are
+what the snapshot shows of the parts that run on their own (the kill switch, the Xid thread, the MQTT publisher, the
+flight recorder), all read through one registered-source mechanism.
 """
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping, Protocol
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Protocol
 
 from watchdog.config.action import ActionPolicy
-from watchdog.model import ActionReport, Attribution, Finding, InstanceActivity, NodeSample, TickResult
+from watchdog.model import ActionReport, Attribution, Decision, Finding, InstanceActivity, NodeSample, TickResult
+
+
+class Admission(Protocol):
+    """``model.plausibility.PlausibilityGate``: a sample with every impossible reading refused and counted."""
+
+    def admit(self, sample: NodeSample) -> NodeSample: ...
 
 
 class Sampler(Protocol):
-    """``sampling.sampler.NvmlSampler``: one NodeSample per tick, from a worker thread."""
+    """``sampling.sampler.NvmlSampler``: one NodeSample per tick, from a worker thread, already through its
+    plausibility ``gate`` (which the cycle asks again for the Xid events the event thread adds)."""
+
+    @property
+    def gate(self) -> Admission: ...
 
     def sample(self, tick: int) -> NodeSample: ...
 
@@ -22,26 +34,14 @@ class Sampler(Protocol):
 
 
 class Attributor(Protocol):
-    """``service.attributor.NodeAttributor``: who owns what in this sample."""
+    """``attribution.stage.NodeAttributor``: who owns what in this sample."""
 
     def attribute(self, sample: NodeSample, *, tenant_label: str | None) -> Attribution: ...
 
 
-class FindingDetector(Protocol):
-    """``detection.Detector``: findings from one sample, with its memory of earlier ones."""
-
-    def step(
-        self,
-        sample: NodeSample,
-        attribution: Attribution,
-        *,
-        external_signals: Mapping[str, float] | None = None,
-        borrowed_activity: Mapping[str, InstanceActivity] | None = None,
-    ) -> Iterable[Finding]: ...
-
-
 class ActionRunner(Protocol):
-    """``action.ActionStage``: decide, pace and act on one tick's findings."""
+    """``action.ActionStage``: decide and pace one tick's findings (``plan``, the tick path's planner), then settle
+    them and queue the sends for the evictor beside the tick (``dispatch``: never waits on the API server)."""
 
     @property
     def policy(self) -> ActionPolicy: ...
@@ -49,7 +49,11 @@ class ActionRunner(Protocol):
     @property
     def counts(self) -> Mapping[tuple[str, str, str], int]: ...
 
-    async def run_cycle(self, findings: Iterable[Finding], attribution: Attribution) -> ActionReport: ...
+    def plan(
+        self, findings: Iterable[Finding], attribution: Attribution, *, tick: int | None = None
+    ) -> tuple[list[Decision], float]: ...
+
+    async def dispatch(self, paced: list[Decision], *, tick: int | None, decided_at: float) -> ActionReport: ...
 
 
 class TickSink(Protocol):
@@ -73,29 +77,21 @@ class ActivitySource(Protocol):
     def values(self) -> Mapping[str, InstanceActivity]: ...
 
 
-class PauseView(Protocol):
-    """``action.killswitch.KillSwitch`` as the snapshot shows it."""
+@dataclass(frozen=True, slots=True)
+class SourceStatus:
+    """What a part running on its own shows each cycle: the snapshot fields it fills (``paused``,
+    ``kill_switch_known``, ``mqtt``, ``flight_recorder`` …) and its health where it has one (None: no health of its
+    own), reported like a stage's under the source's name."""
 
-    def paused(self) -> bool: ...
-
-    @property
-    def unknown(self) -> bool: ...
-
-
-class EventWatcherView(Protocol):
-    """``sampling.xid_watcher.XidWatcher``'s health."""
-
-    @property
-    def healthy(self) -> bool: ...
+    fields: Mapping[str, Any] = field(default_factory=dict)
+    healthy: bool | None = None
+    detail: str = ""
 
 
-class FlightRecorderView(Protocol):
-    """``trace.flight.FlightRecorder``'s own counters, for the exporter."""
+class StatusSource(Protocol):
+    """A part that runs on its own, as the cycle reads it once per tick (``service.status_sources`` adapts the kill
+    switch, the Xid thread, the MQTT publisher and the flight recorder)."""
 
-    def counters(self) -> Mapping[str, int]: ...
+    name: str
 
-
-class MqttView(Protocol):
-    """``publishing.mqtt.MqttPublisher``'s own counters, for the exporter."""
-
-    def snapshot_counters(self) -> Mapping[str, int]: ...
+    def status(self) -> SourceStatus: ...

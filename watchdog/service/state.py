@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Callable, Mapping
 
-from watchdog.config.runtime import RuntimePolicy
 from watchdog.model import (
     Attribution,
     Finding,
@@ -39,7 +38,6 @@ PENDING_XIDS = 10_000
 @dataclass
 class AgentState:
     node: str
-    tenant_label: str | None = None
     xid_counts: dict[XidKey, tuple[int, float]] = field(default_factory=dict)
     errors: Counter = field(default_factory=Counter)  # (stage, error) → n, counted by the cycle itself
     stages: dict[str, StageStatus] = field(default_factory=dict)
@@ -49,10 +47,6 @@ class AgentState:
     readings_rejected: Counter = field(default_factory=Counter)  # plausibility check → readings refused, cumulative
     _counted_sample: NodeSample | None = None  # the last sample whose rejections were counted (each counts once)
     _error_sources: list[tuple[str, ErrorSource]] = field(default_factory=list)
-
-    def apply_runtime(self, runtime: RuntimePolicy) -> None:
-        """The tenant label the metrics carry follows every policy load."""
-        self.tenant_label = runtime.tenant_label
 
     def add_error_source(self, stage: str, source: ErrorSource) -> None:
         self._error_sources.append((stage, source))
@@ -128,7 +122,6 @@ class AgentState:
             mode=mode,
             paused=paused,
             ready=self.ready,
-            tenant_label=self.tenant_label,
             policy_reloads=MappingProxyType(dict(self.policy_reloads)),
             mqtt=None if mqtt is None else MappingProxyType(dict(mqtt)),
             flight_recorder=None if flight_recorder is None else MappingProxyType(dict(flight_recorder)),

@@ -62,6 +62,8 @@ class FakeApiServer:
         self._rest = Rest(self.store, self.pods, bookmark_interval=bookmark_interval)
         self._faults: list[tuple[int, str | None]] = []
         self._delay = 0.0
+        self._delay_clock: Callable[[], float] | None = None
+        self.on_request: Callable[[str, str], None] | None = None  # (method, path) of each request as it arrives
         self._empty_watches = 0
         self._runner: web.AppRunner | None = None
         self.url = ""
@@ -99,7 +101,13 @@ class FakeApiServer:
     @web.middleware
     async def _middleware(self, request: web.Request, handler: Callable) -> web.StreamResponse:
         self.requests.append((request.method, request.path, dict(request.query)))
-        if self._delay:
+        if self.on_request is not None:
+            self.on_request(request.method, request.path)
+        if self._delay and self._delay_clock is not None:
+            until = self._delay_clock() + self._delay
+            while self._delay and self._delay_clock() < until:  # a slow API server on a simulated time line
+                await asyncio.sleep(0.001)
+        elif self._delay:
             await asyncio.sleep(self._delay)
         for index, (status, prefix) in enumerate(self._faults):
             if prefix is None or request.path.startswith(prefix):
@@ -125,9 +133,11 @@ class FakeApiServer:
         """Answer the next ``n`` requests (under ``path_prefix``, if given) with a ``status`` Status."""
         self._faults.extend([(status, path_prefix)] * n)
 
-    def delay(self, seconds: float) -> None:
-        """Hold every request this long before answering (0 to stop); for client timeouts."""
+    def delay(self, seconds: float, *, clock: Callable[[], float] | None = None) -> None:
+        """Hold every request this long before answering (0 to stop); for client timeouts. With ``clock`` (a
+        simulated world's), the seconds are that clock's: the request is answered once it has moved on that far."""
         self._delay = seconds
+        self._delay_clock = clock
 
     def drop_watches(self) -> None:
         """Close every open watch connection abruptly, as a restarting API server or a proxy would."""
