@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
+from tests.waiting import poll
+
 BOUND = 10.0  # seconds: only keeps a broken build from hanging; nothing is asserted about durations
 
 
@@ -58,9 +60,5 @@ async def idle_connections(port: int, count: int, *, source: str = "127.0.0.1"):
 
 
 async def until(check, *, what: str) -> None:
-    """Waits (bounded) until ``check()`` holds: for state the server reaches a few loop turns later."""
-    for _ in range(int(BOUND / 0.01)):
-        if check():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"{what}: not reached within {BOUND:g} s")
+    """Waits (bounded by BOUND) until ``check()`` holds: for state the server reaches a few loop turns later."""
+    await poll(check, what=what, timeout=BOUND)

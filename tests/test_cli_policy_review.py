@@ -1,4 +1,4 @@
-"""Issue #9, section 2: `check-config` says which legal policy values are dangerous (exit 0) and refuses the one
+"""`check-config` says which legal policy values are dangerous (exit 0) and refuses the one
 that can only be a mistake, a priority floor above system-cluster-critical (exit 1), naming the field."""
 
 from __future__ import annotations

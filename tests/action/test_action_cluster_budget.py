@@ -7,8 +7,8 @@ import io
 
 import pytest
 
-from action_builders import attribution, finding, pod
-from watchdog.action import ActionStage, AuditLog
+from action_builders import attribution, finding, pod, warmed_stage
+from watchdog.action import AuditLog
 from watchdog.config.action import ActionPolicy, ClusterBudget
 from watchdog.kube.client import KubeApi
 from watchdog.kube.eviction import KubeEvictions
@@ -16,6 +16,7 @@ from watchdog.kube.eviction_budget import ClusterEvictionBudget
 from watchdog.kube.pods import pod_info
 from watchdog.model import Attribution, PodIndex
 from watchdog.model import EvictionResult as R
+from watchdog.testbed import SimClock
 from watchdog.testbed.cluster.apiserver import FakeApiServer
 from test_action_evictor import Gate, RecordingApi
 
@@ -35,24 +36,16 @@ class Budget:
         return self.refusal
 
 
-class Clock:
-    def __init__(self, now: float = 1_000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
+NOW = 1_000.0
 
 
-def stage(mode: str, api, *, budget, kill_switch=None, node: str = "node-1", clock: Clock | None = None, **policy):
-    """A stage whose bucket has filled since its start (an empty bucket at process start is pacing's business)."""
-    clock = clock or Clock()
+def stage(mode: str, api, *, budget, kill_switch=None, node: str = "node-1", clock: SimClock | None = None,
+          **policy):
+    """A stage whose bucket has filled since its start (an empty bucket at process start is pacing's business); on
+    ``clock`` from its current reading when the test shares one."""
     p = ActionPolicy.model_validate({"mode": mode, "interference": {"for_seconds": 0}, **policy})
-    now = clock.now
-    clock.now -= 2 * p.node_eviction_burst * 60.0 / p.node_evictions_per_minute
-    s = ActionStage(p, api, clock=clock, audit=AuditLog(stream=io.StringIO()), node=node, kill_switch=kill_switch,
-                    budget=budget)
-    clock.now = now
-    return s, clock
+    return warmed_stage(p, now=None if clock else NOW, clock=clock, api=api, audit=AuditLog(stream=io.StringIO()),
+                        node=node, kill_switch=kill_switch, budget=budget)
 
 
 @pytest.fixture
@@ -68,7 +61,7 @@ async def test_a_spent_budget_sends_nothing_and_ends_as_rate_limited(world):
     assert outcome.result is R.RATE_LIMITED and outcome.detail.startswith("cluster eviction budget spent")
     assert api.evictions == [] and api.gets == [] and api.events == [] and budget.asked == ["b/batch"]
     assert s.counts == {("rate_limited", "interference", "b"): 1}
-    clock.now += 1  # the refused pod is backed off: its standing decision does not ask the budget every cycle
+    clock.advance(1)  # the refused pod is backed off: its standing decision does not ask the budget every cycle
     [again] = (await s.run_cycle(*world)).outcomes
     assert again.result is R.COOLDOWN and budget.asked == ["b/batch"] and api.evictions == []
 
@@ -108,19 +101,12 @@ async def test_the_kill_switch_is_asked_first(world):
 
 
 @pytest.fixture
-async def cluster():
-    server = FakeApiServer()
-    await server.start()
-    api = KubeApi.from_url(server.url, timeout=5.0)
+def cluster(server: FakeApiServer, api: KubeApi):
     server.set_config_map("gpu-watchdog", "gpu-watchdog-eviction-budget", {})
     for node in ("node-1", "node-2"):
         server.add_pod(namespace="team-b", name=f"batch-{node}", node=node, priority=1)
         server.add_pod(namespace="team-a", name=f"web-{node}", node=node, priority=100)
-    try:
-        yield server, api
-    finally:
-        await api.close()
-        await server.stop()
+    return server, api
 
 
 def node_world(server: FakeApiServer, node: str):
@@ -131,7 +117,7 @@ def node_world(server: FakeApiServer, node: str):
 
 async def test_two_agents_share_one_ceiling_through_the_api_server(cluster):
     server, api = cluster
-    clock = Clock(1_800_000_000.0)
+    clock = SimClock(1_800_000_000.0)  # one wall clock: the budget's and both agents'
     settings = ClusterBudget(enabled=True, max_evictions=1, window_seconds=3600)
     stages = {}
     for node in ("node-1", "node-2"):

@@ -1,4 +1,4 @@
-"""Issue #9, section 2: several pods driving one contention never block relief.
+"""Several pods driving one contention never block relief.
 
 Two low-priority batch pods cap a GPU only together; the detector names the one that tipped the cap and lists the
 other among the victims, because its clock fell too. That victim is not above the culprit's priority: it must not

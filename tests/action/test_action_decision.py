@@ -49,7 +49,7 @@ def test_interference_refuses_a_culprit_not_strictly_lower(culprit_priority):
 
 @pytest.mark.parametrize("culprit_priority", [50, 51, 99])
 def test_a_victim_not_above_the_culprit_never_vetoes_the_relief_of_those_above(culprit_priority):
-    # Issue #9: a batch pod whose clock fell too (api, 50) vetoed the relief of web (100), for good.
+    # api (50) is listed as a victim because its clock fell too; being no higher than batch, it vetoes nothing.
     batch, web, api = pod("batch", ns="b", priority=culprit_priority), pod("web", priority=100), pod("api", priority=50)
     d = one(finding(culprit=batch, victims=(web, api)), attribution(batch, web, api))
     assert d.result is None and d.request.pod == ref(batch)
@@ -225,12 +225,19 @@ def test_quota_ties_go_to_largest_use_then_youngest():
     assert one(finding(K.QUOTA, tenant="team-a", usage=usage), attribution(old, young, big)).request.pod.name == "big"
 
 
-def test_quota_tenant_by_label():
-    policy = ActionPolicy(tenant_label="tenant")
+def test_quota_tenant_by_the_pod_indexs_label():
+    # The tick's pod index carries the tenant rule; the rules read it there, never from a policy field.
     x = pod("x", ns="ns1", labels={"tenant": "ml"})
     y = pod("y", ns="ns2", labels={"tenant": "web"}, priority=-5)
-    d = one(finding(K.QUOTA, tenant="ml", usage={"ns1/x": 1.0, "ns2/y": 1.0}), attribution(x, y), policy)
+    d = one(finding(K.QUOTA, tenant="ml", usage={"ns1/x": 1.0, "ns2/y": 1.0}),
+            attribution(x, y, tenant_label="tenant"))
     assert d.request.pod == ref(x)
+    culprit_only = finding(K.QUOTA, culprit=y, usage={"ns1/x": 1.0, "ns2/y": 1.0})  # tenant from the culprit's label
+    assert one(culprit_only, attribution(x, y, tenant_label="tenant")).request.pod == ref(y)
+    # A policy naming another label changes nothing the index does not say.
+    relabelled = ActionPolicy(tenant_label="other")
+    assert one(finding(K.QUOTA, tenant="ml", usage={"ns1/x": 1.0}), attribution(x, y, tenant_label="tenant"),
+               relabelled).request.pod == ref(x)
 
 
 def test_quota_tenant_from_culprit_and_unsafe_without_any():
@@ -308,7 +315,7 @@ def test_a_full_mig_instance_is_never_an_eviction_reason(severity):
     assert [d.finding_key for d in decisions] == ["quota/b/memory"]
 
 
-# ------------------------------------------------------------------ kubelet order, shared with detection (finding 6)
+# ------------------------------------------------------------------ kubelet order, shared with detection
 
 
 def test_memory_pressure_ranks_by_use_above_request_not_absolute_use():
@@ -346,7 +353,7 @@ def test_decision_ranking_agrees_with_detections_relief_order(rows):
     assert d.result is None and d.request.pod.name == detection[0]
 
 
-# ------------------------------------------------------------------ replaced pods (finding 12)
+# ------------------------------------------------------------------ replaced pods
 
 
 def test_a_finding_about_an_old_pod_never_targets_its_same_name_replacement():
@@ -370,11 +377,11 @@ def test_a_finding_not_observed_this_tick_is_never_acted_on():
     assert d.request is None and d.result is R.UNSAFE and "not observed" in d.detail
 
 
-# ------------------------------------------------------------------ quota without per-pod use (finding 10)
+# ------------------------------------------------------------------ quota without per-pod use
 
 
 def test_quota_without_usage_is_unsafe_never_a_guess():
-    """The rule's fallback used to make every pod of the tenant free enough: a CPU-only pod could be evicted."""
+    """With no per-pod use nothing tells which pod frees the quota, so none is picked (a CPU-only pod least of all)."""
     cpu_only = pod("log-shipper", ns="batch")
     trainer = pod("trainer", ns="batch", priority=10, gpu_resources=("nvidia.com/gpu",))
     for needed in (None, 1.0):

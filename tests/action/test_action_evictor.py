@@ -8,12 +8,13 @@ from dataclasses import dataclass, field, replace
 
 import pytest
 
-from action_builders import attribution, finding, pod
-from watchdog.action import ActionStage, AuditLog, Evictor, Pacer, decide
+from action_builders import attribution, finding, pod, warmed_stage
+from watchdog.action import AuditLog, Evictor, Pacer, decide
 from watchdog.config.action import ActionPolicy
 from watchdog.model import EvictionResult as R
 from watchdog.model import FindingKind as K
 from watchdog.model import Mode, PodInfo, PodRef
+from watchdog.testbed import SimClock
 
 
 @dataclass
@@ -56,12 +57,7 @@ class RecordingApi:
         return True
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_000.0
-
-    def __call__(self) -> float:
-        return self.now
+NOW = 1_000.0
 
 
 @pytest.fixture
@@ -87,11 +83,8 @@ def stage(mode: str, api, *, kill_switch=None, **policy):
     """A stage whose agent started long enough before the clock's 1 000 s for its bucket (empty at process start) to
     have filled."""
     stream = io.StringIO()
-    clock = Clock()
     p = ActionPolicy.model_validate({"mode": mode, "interference": {"for_seconds": 0}, **policy})
-    clock.now -= 2 * p.node_eviction_burst * 60.0 / p.node_evictions_per_minute
-    s = ActionStage(p, api, clock=clock, audit=AuditLog(stream=stream), node="node-1", kill_switch=kill_switch)
-    clock.now = 1_000.0
+    s, clock = warmed_stage(p, now=NOW, api=api, audit=AuditLog(stream=stream), node="node-1", kill_switch=kill_switch)
     return s, stream, clock
 
 
@@ -124,7 +117,7 @@ async def test_dry_run_sends_only_dry_run_and_records_event(world):
         (Reply(R.BLOCKED_PDB, 429, "disruption budget"), R.BLOCKED_PDB, "GpuWatchdogEvictionBlocked"),
         (Reply(R.BLOCKED, 201, "more than one PodDisruptionBudget"), R.BLOCKED, "GpuWatchdogEvictionBlocked"),
         (Reply(R.GONE, 404), R.GONE, None),
-        # Changed (review finding 14): failed attempts now get a GpuWatchdogEvictionFailed Event (was: none).
+        # a failed attempt gets a GpuWatchdogEvictionFailed Event
         (Reply(R.ERROR, 403), R.ERROR, "GpuWatchdogEvictionFailed"),
         (Reply(R.ERROR, 500), R.ERROR, "GpuWatchdogEvictionFailed"),
         # a dry-run answer to a real eviction is never counted as done
@@ -147,13 +140,13 @@ async def test_errors_back_off_instead_of_storming(world):
     s, stream, clock = stage("enforce", api, node_evictions_per_minute=600, node_eviction_burst=10)
     await s.run_cycle(*world)
     for step in (1, 10, 29):
-        clock.now = 1_000.0 + step
+        clock.set(1_000.0 + step)
         assert [o.result for o in (await s.run_cycle(*world)).outcomes] in ([R.COOLDOWN], [R.RATE_LIMITED])
     assert len(api.evictions) == 1
-    clock.now = 1_030.0
+    clock.set(1_030.0)
     await s.run_cycle(*world)
     assert len(api.evictions) == 2
-    clock.now = 1_031.0
+    clock.set(1_031.0)
     assert [o.result for o in (await s.run_cycle(*world)).outcomes] in ([R.COOLDOWN], [R.RATE_LIMITED])
 
 
@@ -214,7 +207,7 @@ async def test_set_policy_switches_mode(world):
     s, _, clock = stage("observe", api)
     await s.run_cycle(*world)
     s.set_policy(ActionPolicy.model_validate({"mode": "enforce", "interference": {"for_seconds": 0}}))
-    clock.now += 10_000
+    clock.advance(10_000)
     assert [o.result for o in (await s.run_cycle(*world)).outcomes] == [R.EVICTED]
 
 
@@ -222,7 +215,7 @@ async def test_evictor_directly_with_prepared_decisions(world):
     api = RecordingApi()
     policy = ActionPolicy(mode=Mode.ENFORCE)
     evictor = Evictor(api, policy=policy, pacer=Pacer(policy), audit=AuditLog(stream=io.StringIO()),
-                      clock=Clock(), node="n", kill_switch=None)
+                      clock=SimClock(NOW), node="n", kill_switch=None)
     decisions = decide(world[0], world[1], policy=policy, now=0.0)
     assert [o.result for o in (await evictor.act(decisions)).outcomes] == [R.EVICTED]
 
@@ -252,10 +245,10 @@ async def test_a_standing_refusal_is_counted_and_audited_once_per_change():
     s, stream, clock = stage("enforce", api, interference={"for_seconds": 60})
     for _ in range(5):  # the finding waits out its `for`: pending every cycle, but one decision
         await s.run_cycle(*world)
-        clock.now += 1
+        clock.advance(1)
     assert s.counts == {("pending", "interference", "b"): 1}
     assert [line["result"] for line in lines(stream)] == ["pending"]
-    clock.now += 60
+    clock.advance(60)
     await s.run_cycle(*world)
     assert api.evictions == [("b/batch", False, None)]
     assert s.counts[("evicted", "interference", "b")] == 1
@@ -272,7 +265,7 @@ async def test_an_xid_drains_standing_refusals_are_counted_once_per_pod():
     s, stream, clock = stage("enforce", RecordingApi(), xid={"enabled": True, "drain_all": True, "for_seconds": 60})
     for _ in range(4):
         await s.run_cycle(fs, attribution(a, b, guarded))
-        clock.now += 1
+        clock.advance(1)
     assert s.counts == {("pending", "xid", "b"): 2, ("protected", "xid", "kube-system"): 1}
     assert sorted((line["pod"]["name"], line["result"]) for line in lines(stream)) == [
         ("a", "pending"), ("b", "pending"), ("g", "protected")
@@ -284,16 +277,16 @@ async def test_a_failure_streak_is_one_event_and_a_new_streak_another(world):
     s, _, clock = stage("enforce", api, node_evictions_per_minute=600, node_eviction_burst=5,
                         pod_cooldown_seconds=0, tenant_cooldown_seconds=0)
     for step in (0, 30, 90):  # each one past the doubling backoff: three failed attempts
-        clock.now = 1_000.0 + step
+        clock.set(1_000.0 + step)
         assert [o.result for o in (await s.run_cycle(*world)).outcomes] == [R.ERROR]
     assert len(api.evictions) == 3
     assert [(e["reason"], e["type"]) for e in api.events] == [("GpuWatchdogEvictionFailed", "Warning")]
     assert "could not evict b/batch" in api.events[0]["message"] and "etcd unavailable" in api.events[0]["message"]
     api.answer = Reply(R.BLOCKED_PDB, 429)  # the streak ends with an answer that is not an error…
-    clock.now = 1_000.0 + 210
+    clock.set(1_000.0 + 210)
     assert [o.result for o in (await s.run_cycle(*world)).outcomes] == [R.BLOCKED_PDB]
     api.answer = Reply(R.DRY_RUN, 201)  # …and a dry-run answer to an eviction starts a new one
-    clock.now = 1_000.0 + 450
+    clock.set(1_000.0 + 450)
     assert [o.result for o in (await s.run_cycle(*world)).outcomes] == [R.ERROR]
     assert [e["reason"] for e in api.events] == [
         "GpuWatchdogEvictionFailed", "GpuWatchdogEvictionBlocked", "GpuWatchdogEvictionFailed"
@@ -313,14 +306,14 @@ async def test_api_throttling_holds_every_send_for_its_retry_after(world):
     api = RecordingApi(answer=Reply(R.RATE_LIMITED, 429, "too many requests", retry_after=120.0))
     s, _, clock = stage("enforce", api, node_evictions_per_minute=600, node_eviction_burst=5)
     assert [o.result for o in (await s.run_cycle(*world)).outcomes] == [R.RATE_LIMITED]
-    assert api.events == [] and s.pacer.tokens(clock.now) == 4.0  # it was a real request: it took a token
+    assert api.events == [] and s.pacer.tokens(clock.now()) == 4.0  # it was a real request: it took a token
     api.answer = Reply(R.EVICTED)
     other, victim = pod("other", ns="c", priority=1), pod("web", priority=100)
     elsewhere = ([finding(culprit=other, victims=(victim,), key="interference/gpu-1")], attribution(other, victim))
-    clock.now += 119
+    clock.advance(119)
     outcomes = (await s.run_cycle(*elsewhere)).outcomes
     assert [o.result for o in outcomes] == [R.RATE_LIMITED] and "throttled" in outcomes[0].detail
-    clock.now += 1
+    clock.advance(1)
     assert [o.result for o in (await s.run_cycle(*elsewhere)).outcomes] == [R.EVICTED]
     assert [o.result for o in (await s.run_cycle(*world)).outcomes] == [R.EVICTED]  # its own backoff honoured Retry-After too
     assert len(api.evictions) == 3
@@ -335,14 +328,14 @@ async def test_a_gone_pod_is_not_posted_again_until_forgotten():
     results = []
     for _ in range(20):  # the pod cache still lists the pod the API server no longer has
         results.append([o.result for o in (await s.run_cycle(*world)).outcomes][0])
-        clock.now += 1
+        clock.advance(1)
     assert results == [R.GONE] * 20 and len(api.evictions) == 1
     assert s.counts == {("gone", "interference", "b"): 1}  # the attempt; the same result standing is not recounted
-    clock.now = 1_000.0 + 300  # evicted_memory_seconds after the 404: forgotten, asked again
+    clock.set(1_000.0 + 300)  # evicted_memory_seconds after the 404: forgotten, asked again
     assert [o.result for o in (await s.run_cycle(*world)).outcomes] == [R.GONE] and len(api.evictions) == 2
     replacement = replace(culprit, uid="uid-of-the-replacement")
     renewed = ([finding(culprit=replacement, victims=(victim,))], attribution(replacement, victim))
     api.answer = Reply(R.EVICTED)
     api.pods["b/batch"] = replacement  # what the API server now has under that name
-    clock.now += 1
+    clock.advance(1)
     assert [o.result for o in (await s.run_cycle(*renewed)).outcomes] == [R.EVICTED]  # another pod, same name: not "gone"

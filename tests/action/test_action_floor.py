@@ -1,7 +1,7 @@
-"""Issue #9, section 2: the floor of protections no policy can remove, on every path that may evict.
+"""The floor of protections no policy can remove, on every path that may evict.
 
-The policy under test is the issue's, as far as validation lets it through: no protected namespace, a priority
-floor at system-cluster-critical, another protection annotation, enforce. Under it the agent's rules, the
+The policy under test is the weakest that validation lets through: no protected namespace, a priority floor at
+system-cluster-critical, another protection annotation, enforce. Under it the agent's rules, the
 controller's alert selection and the evictor's send-time re-check must still refuse every floor case.
 """
 
@@ -13,8 +13,8 @@ from dataclasses import replace
 import pytest
 from pydantic import ValidationError
 
-from action_builders import attribution, finding, pod
-from watchdog.action import ActionStage, AuditLog, decide, effective_policy, protection, refusal
+from action_builders import attribution, finding, pod, warmed_stage
+from watchdog.action import AuditLog, decide, effective_policy, protection, refusal
 from watchdog.action.floor import FLOOR_NAMESPACES, SYSTEM_NODE_CRITICAL, PROJECT_NAMESPACE, review
 from watchdog.config import Settings
 from watchdog.config.action import SYSTEM_CLUSTER_CRITICAL, ActionPolicy
@@ -52,7 +52,7 @@ FLOOR_CASES = [
 ]
 
 
-def test_the_issue_policy_is_refused_by_validation_naming_the_field():
+def test_a_priority_floor_above_system_cluster_critical_is_refused_naming_the_field():
     with pytest.raises(ValidationError) as err:
         ActionPolicy.model_validate({"protected_namespaces": [], "priority_floor": 3_000_000_000})
     assert err.value.errors()[0]["loc"] == ("priority_floor",)
@@ -119,10 +119,8 @@ async def test_the_evictor_re_reads_and_refuses_a_pod_that_joined_the_floor():
             return True
 
     api = Api()
-    clock = [0.0]
-    stage = ActionStage(WEAKEST, api, clock=lambda: clock[0], audit=AuditLog(stream=io.StringIO()), node="n",
-                        kill_switch=None)
-    clock[0] = 600.0  # the start-empty bucket has refilled
+    stage, _ = warmed_stage(WEAKEST, now=600.0, warm_up=600.0, api=api, audit=AuditLog(stream=io.StringIO()),
+                            node="n", kill_switch=None)  # the start-empty bucket has refilled
     culprit, victim = pod("hog", ns="b"), pod("v", ns="a", priority=100)
     outcomes = (await stage.run_cycle([finding(culprit=culprit, victims=(victim,))],
                                       attribution(culprit, victim))).outcomes

@@ -6,12 +6,13 @@ import io
 
 import pytest
 
-from action_builders import attribution, finding, pod
+from action_builders import attribution, finding, pod, warmed_stage
 from watchdog.action import ActionStage, AuditLog, Evictor, KillSwitch, Pacer
 from watchdog.config.action import ActionPolicy
 from watchdog.config.action import KillSwitch as KillSwitchSettings
 from watchdog.model import EvictionResult as R
 from watchdog.model import PodInfo, PodRef
+from watchdog.testbed import SimClock
 
 
 class Reader:
@@ -26,12 +27,7 @@ class Reader:
         return self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 5_000.0
-
-    def __call__(self) -> float:
-        return self.now
+NOW = 5_000.0
 
 
 class Api:
@@ -61,7 +57,7 @@ class Api:
 
 def switch(reader, clock=None, **settings) -> KillSwitch:
     return KillSwitch(reader, settings=KillSwitchSettings(**settings), namespace="gpu-watchdog",
-                      clock=clock or Clock())
+                      clock=clock or SimClock(NOW))
 
 
 def world(*, since: float = 0.0):
@@ -69,14 +65,11 @@ def world(*, since: float = 0.0):
     return [finding(culprit=culprit, victims=(victim,), since=since)], attribution(culprit, victim)
 
 
-def stage(api, gate: KillSwitch, mode: str = "enforce", *, clock=None, **policy):
+def stage(api, gate: KillSwitch, mode: str = "enforce", *, clock: SimClock | None = None, **policy):
     """A stage whose agent started long enough ago for its bucket (empty at process start) to have filled."""
     p = ActionPolicy.model_validate({"mode": mode, "interference": {"for_seconds": 0}, **policy})
     audit = io.StringIO()
-    clock = clock or Clock()
-    clock.now -= 2 * p.node_eviction_burst * 60.0 / p.node_evictions_per_minute
-    s = ActionStage(p, api, clock=clock, audit=AuditLog(stream=audit), node="n", kill_switch=gate)
-    clock.now += 2 * p.node_eviction_burst * 60.0 / p.node_evictions_per_minute
+    s, _ = warmed_stage(p, now=NOW, clock=clock, api=api, audit=AuditLog(stream=audit), node="n", kill_switch=gate)
     return s, audit
 
 
@@ -95,8 +88,7 @@ async def test_a_switch_that_cannot_be_read_never_lets_a_send_through():
         outcomes = (await s.run_cycle(*world())).outcomes
         assert [o.result for o in outcomes] == [R.PAUSED]
         assert outcomes[0].detail.startswith("kill switch unknown")
-    # Changed (finding 6): this asserted failures == 3, one ConfigMap GET per cycle while the switch stays unreadable
-    # (600 GETs in 600 one-second cycles). After a failed read the next GET waits refresh_seconds.
+    # One GET for three cycles: after a failed read the next GET waits refresh_seconds.
     assert api.evictions == [] and api.events == [] and gate.failures == 1 and gate.reads == 1
     assert s.counts == {("paused", "interference", "b"): 1}  # a standing refusal: counted once
 
@@ -132,18 +124,18 @@ async def test_a_read_failing_right_before_a_send_stops_it():
 
 
 async def test_stale_after_n_refresh_periods():
-    clock = Clock()
+    clock = SimClock(NOW)
     reader = Reader(False)
     gate = switch(reader, clock, refresh_seconds=10, stale_after_refreshes=3)
     await gate.refresh()
-    clock.now += 30
+    clock.advance(30)
     assert not gate.unknown and gate.blocking_reason() is None
-    clock.now += 1
+    clock.advance(1)
     assert gate.unknown and "31s ago" in gate.blocking_reason()
     reader.answers = [None]
     assert await gate.confirm() is not None  # still failing: nothing goes
     reader.answers = [False]
-    clock.now += 10  # (finding 6) the next read waits a refresh period after the failed one
+    clock.advance(10)  # the next read waits a refresh period after the failed one
     assert await gate.confirm() is None and not gate.unknown
 
 
@@ -176,7 +168,7 @@ async def test_stopped_decisions_read_nothing():
     reader = Reader(False)
     gate = switch(reader)
     s, _ = stage(Api(), gate, interference={"for_seconds": 600})
-    assert [o.result for o in (await s.run_cycle(*world(since=Clock().now))).outcomes] == [R.PENDING]
+    assert [o.result for o in (await s.run_cycle(*world(since=NOW))).outcomes] == [R.PENDING]
     assert reader.calls == []
 
 
@@ -191,24 +183,25 @@ async def test_another_configmap_is_unknown_until_read():
 
 
 async def test_the_switch_is_an_explicit_argument_never_guessed():
-    """Changed (finding 11): `paused=switch.paused` used to bring its switch along by introspecting the bound method;
-    the switch is now a required keyword (None: no switch configured) and `paused=` is gone."""
+    """The switch is a required keyword (None: no switch configured); there is no `paused=` callable whose switch
+    would have to be found by introspecting the bound method."""
     p = ActionPolicy.model_validate({"mode": "enforce", "interference": {"for_seconds": 0}})
     gate = switch(Reader(False))
     with pytest.raises(TypeError):
-        ActionStage(p, Api(), clock=Clock(), audit=AuditLog(stream=io.StringIO()), node="n")  # type: ignore[call-arg]
+        ActionStage(p, Api(), clock=SimClock(NOW), audit=AuditLog(stream=io.StringIO()),  # type: ignore[call-arg]
+                    node="n")
     with pytest.raises(TypeError):
-        ActionStage(p, Api(), clock=Clock(), audit=AuditLog(stream=io.StringIO()), node="n",
+        ActionStage(p, Api(), clock=SimClock(NOW), audit=AuditLog(stream=io.StringIO()), node="n",
                     paused=gate.paused)  # type: ignore[call-arg]
     with pytest.raises(TypeError):
-        Evictor(Api(), policy=p, pacer=Pacer(p), audit=AuditLog(stream=io.StringIO()), clock=Clock(),
+        Evictor(Api(), policy=p, pacer=Pacer(p), audit=AuditLog(stream=io.StringIO()), clock=SimClock(NOW),
                 node="n")  # type: ignore[call-arg]
 
 
 async def test_an_unreadable_switch_is_read_once_per_refresh_period_not_once_per_cycle():
-    """Finding 6: PAUSED takes no token, so every cycle used to re-read the ConfigMap (600 GETs in 600 one-second
-    cycles on an API server that is already failing); now a failed read waits refresh_seconds before the next."""
-    clock = Clock()
+    """PAUSED takes no token, so only the refresh period limits the reads: a failed read waits refresh_seconds
+    before the next, 60 GETs in 600 one-second cycles rather than one per cycle on an API server already failing."""
+    clock = SimClock()  # shared with the stage, which moves it to NOW
     reader = Reader(None)  # 403 / 5xx / timeout, for good
     gate = switch(reader, clock, refresh_seconds=10)
     api = Api()
@@ -216,16 +209,16 @@ async def test_an_unreadable_switch_is_read_once_per_refresh_period_not_once_per
     results = set()
     for _ in range(600):
         results.update(o.result for o in (await s.run_cycle(*world())).outcomes)
-        clock.now += 1.0
+        clock.advance(1.0)
     assert results == {R.PAUSED} and api.evictions == []
     assert len(reader.calls) == 60 and gate.failures == 60
     reader.answers = [False]  # readable again: the next read after the period lets sends through
-    clock.now += 10.0
+    clock.advance(10.0)
     assert [o.result for o in (await s.run_cycle(*world())).outcomes] == [R.EVICTED]
 
 
 async def test_a_failed_read_holds_confirm_for_a_refresh_period_even_with_a_fresh_good_read_behind_it():
-    clock = Clock()
+    clock = SimClock(NOW)
     reader = Reader(False)
     gate = switch(reader, clock, refresh_seconds=10)
     await gate.refresh()
@@ -234,7 +227,7 @@ async def test_a_failed_read_holds_confirm_for_a_refresh_period_even_with_a_fres
     assert (await gate.confirm()).startswith("kill switch unknown: the last read")  # no GET: it failed just now
     assert len(reader.calls) == 2
     reader.answers = [False]
-    clock.now += 10.0
+    clock.advance(10.0)
     assert await gate.confirm() is None and len(reader.calls) == 3
     gate.set_settings(KillSwitchSettings(name="other"), namespace="gpu-watchdog")  # another ConfigMap: read at once
     reader.answers = [None]

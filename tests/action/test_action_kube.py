@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from action_builders import finding, pod
-from watchdog.action import ActionStage, AuditLog, KillSwitch
+from action_builders import finding, pod, warmed_stage
+from watchdog.action import AuditLog, KillSwitch
 from watchdog.config.action import ActionPolicy
 from watchdog.testbed.cluster.apiserver import FakeApiServer
 from watchdog.kube.client import KubeApi
@@ -17,28 +17,17 @@ from watchdog.kube.eviction import KubeEvictions
 from watchdog.kube.pods import pod_info
 from watchdog.model import Attribution, PodIndex
 from watchdog.model import EvictionResult as R
+from watchdog.testbed import SimClock
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_800_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
+NOW = 1_800_000_000.0  # a wall time: Events are stamped with it
 
 
 @pytest.fixture
-async def cluster():
-    server = FakeApiServer()
-    await server.start()
-    api = KubeApi.from_url(server.url, timeout=5.0)
+def cluster(server: FakeApiServer, api: KubeApi):
     server.add_pod(namespace="team-b", name="batch", priority=1, labels={"app": "batch"})
     server.add_pod(namespace="team-a", name="web", priority=100, labels={"app": "web"})
-    try:
-        yield server, KubeEvictions(api)
-    finally:
-        await api.close()
-        await server.stop()
+    return server, KubeEvictions(api)
 
 
 def world(server: FakeApiServer):
@@ -48,21 +37,10 @@ def world(server: FakeApiServer):
     return [finding(culprit=culprit, victims=(victim,), since=0.0)], attribution
 
 
-def started(policy: ActionPolicy, clock: Clock, **kwargs) -> ActionStage:
-    """An ActionStage whose agent started long enough before `clock.now` for its bucket (empty at process start) to
-    have filled."""
-    warm_up = 2 * policy.node_eviction_burst * 60.0 / policy.node_evictions_per_minute  # full, float error or not
-    clock.now -= warm_up
-    s = ActionStage(policy, clock=clock, node="node-1", **kwargs)
-    clock.now += warm_up
-    return s
-
-
 def stage(mode: str, kube: KubeEvictions, *, kill_switch=None, **policy):
-    clock = Clock()
     audit = io.StringIO()
     p = ActionPolicy.model_validate({"mode": mode, "interference": {"for_seconds": 0}, **policy})
-    s = started(p, clock, api=kube, audit=AuditLog(stream=audit), kill_switch=kill_switch)
+    s, clock = warmed_stage(p, now=NOW, api=kube, audit=AuditLog(stream=audit), node="node-1", kill_switch=kill_switch)
     return s, clock, audit
 
 
@@ -92,7 +70,7 @@ async def test_dry_run_sends_only_dry_run_requests(cluster):
     findings, attribution = world(server)
     for _ in range(3):
         assert [o.result for o in (await s.run_cycle(findings, attribution)).outcomes] == [R.DRY_RUN]
-        clock.now += 1.0
+        clock.advance(1.0)
     sent = evictions(server)
     assert len(sent) == 3 and all(query.get("dryRun") == "All" for _, _, query in sent)
     pod = server.get_pod("team-b", "batch")
@@ -120,10 +98,10 @@ async def test_pdb_blocks_is_retried_with_backoff_and_never_evicts(cluster):
     server.add_pdb(namespace="team-b", name="batch-pdb", selector={"app": "batch"}, max_unavailable=0)
     s, clock, _ = stage("enforce", kube, node_evictions_per_minute=600, node_eviction_burst=5)
     findings, attribution = world(server)
-    start = clock.now
+    start = clock.now()
     timeline = []
     for offset in (0, 10, 29, 30, 31, 89, 90):
-        clock.now = start + offset
+        clock.set(start + offset)
         timeline.append((offset, [o.result for o in (await s.run_cycle(findings, attribution)).outcomes][0]))
     assert timeline == [
         (0, R.BLOCKED_PDB), (10, R.COOLDOWN), (29, R.COOLDOWN), (30, R.BLOCKED_PDB),
@@ -149,8 +127,7 @@ async def test_missing_pod_is_gone(cluster):
     s, _, _ = stage("enforce", kube)
     server.requests.clear()
     outcomes = (await s.run_cycle([finding(culprit=ghost, victims=(web,))], attribution)).outcomes
-    # Changed (finding 12): this was (GONE, 404), learnt from the eviction POST; the pod is now re-read right before
-    # the send, and a pod the API server no longer has is GONE without any POST.
+    # The pod is re-read right before the send: one the API server no longer has is GONE without any POST.
     assert [(o.result, o.http_status) for o in outcomes] == [(R.GONE, None)]
     assert [(method, path) for method, path, _ in server.requests] == [("GET", "/api/v1/namespaces/team-b/pods/ghost")]
     assert events(server, "GpuWatchdogEvicted") == []
@@ -171,10 +148,10 @@ async def test_server_error_backs_off(cluster):
     s, clock, _ = stage("enforce", kube, node_evictions_per_minute=600, node_eviction_burst=5)
     findings, attribution = world(server)
     assert [o.result for o in (await s.run_cycle(findings, attribution)).outcomes] == [R.ERROR]
-    clock.now += 15
+    clock.advance(15)
     assert [o.result for o in (await s.run_cycle(findings, attribution)).outcomes] in ([R.COOLDOWN], [R.RATE_LIMITED])
     assert len(evictions(server)) == 1
-    clock.now += 15
+    clock.advance(15)
     assert [o.result for o in (await s.run_cycle(findings, attribution)).outcomes] == [R.EVICTED]
     assert len(evictions(server)) == 2
 
@@ -196,7 +173,7 @@ async def test_kill_switch_configmap_pauses_every_send(cluster):
     assert await switch.refresh() is False
 
 
-# ------------------------------------------------------------------ every mode × every answer (review finding 19)
+# ------------------------------------------------------------------ every mode × every answer
 
 REPLIES = ["success", "pdb", "multi_pdb", "not_found", "forbidden", "server_error", "timeout"]
 EXPECTED = {
@@ -264,7 +241,7 @@ async def test_every_mode_and_answer_over_http(cluster, mode, reply):
         assert reasons == ([EVENT[expected]] if expected in EVENT else [])
 
 
-# ------------------------------------------------------------------ the kill switch at send time (findings 4, 5)
+# ------------------------------------------------------------------ the kill switch at send time
 
 
 async def test_a_flipped_configmap_pauses_the_very_next_send(cluster):
@@ -275,13 +252,13 @@ async def test_a_flipped_configmap_pauses_the_very_next_send(cluster):
     policy = ActionPolicy.model_validate({"mode": "dry-run", "interference": {"for_seconds": 0},
                                           "pod_cooldown_seconds": 0, "tenant_cooldown_seconds": 0,
                                           "node_evictions_per_minute": 600})
-    clock = Clock()
-    s = started(policy, clock, api=kube, audit=AuditLog(stream=io.StringIO()), kill_switch=switch)
+    s, clock = warmed_stage(policy, now=NOW, api=kube, audit=AuditLog(stream=io.StringIO()), node="node-1",
+                            kill_switch=switch)
     findings, attribution = world(server)
     assert [o.result for o in (await s.run_cycle(findings, attribution)).outcomes] == [R.DRY_RUN]
     server.set_config_map("gpu-watchdog", settings.name, {"paused": "true"})  # well within the 10 s refresh
     server.requests.clear()
-    clock.now += 1.0
+    clock.advance(1.0)
     outcomes = (await s.run_cycle(findings, attribution)).outcomes
     assert [(o.result, o.detail) for o in outcomes] == [(R.PAUSED, "kill switch is on")]
     assert evictions(server) == []
@@ -291,7 +268,7 @@ async def test_a_flipped_configmap_pauses_the_very_next_send(cluster):
 
 async def test_an_unreadable_configmap_sends_nothing(cluster):
     server, kube = cluster
-    clock = Clock()
+    clock = SimClock(NOW)
     switch = KillSwitch(kube, settings=ActionPolicy().kill_switch, namespace="gpu-watchdog", clock=clock)
     server.fail_next(3, status=403, path_prefix="/api/v1/namespaces/gpu-watchdog/configmaps")
     assert await switch.refresh() is False and switch.unknown and switch.failures == 1
@@ -299,13 +276,13 @@ async def test_an_unreadable_configmap_sends_nothing(cluster):
     for _ in range(3):  # the first cycle reads nothing: the failed read is not a refresh period old yet
         outcomes = (await s.run_cycle(*world(server))).outcomes
         assert outcomes[0].result is R.PAUSED and outcomes[0].detail.startswith("kill switch unknown")
-        clock.now += 10.0  # changed (finding 6): a failed read is retried a refresh period later, not every cycle
-        stage_clock.now += 10.0
+        clock.advance(10.0)  # a failed read is retried a refresh period later, not every cycle
+        stage_clock.advance(10.0)
     assert evictions(server) == [] and switch.failures == 3
     assert [o.result for o in (await s.run_cycle(*world(server))).outcomes] == [R.EVICTED]  # readable (absent) again
 
 
-# ------------------------------------------------------------------ APF throttling and failed attempts (10, 14)
+# ------------------------------------------------------------------ APF throttling and failed attempts
 
 
 async def test_throttling_429_is_rate_limited_and_holds_every_send(cluster):
@@ -319,11 +296,11 @@ async def test_throttling_429_is_rate_limited_and_holds_every_send(cluster):
     other = pod_info(server.get_pod("team-c", "other"))
     attribution = Attribution(index=PodIndex.of([*attribution.pods.values(), other]))
     another = finding(culprit=other, victims=findings[0].victims, key="interference/gpu-1")
-    clock.now += 29  # APF asked the whole client to wait: a different pod waits too
+    clock.advance(29)  # APF asked the whole client to wait: a different pod waits too
     outcomes = (await s.run_cycle([another], attribution)).outcomes
     assert [o.result for o in outcomes] == [R.RATE_LIMITED] and "throttled" in outcomes[0].detail
     assert len(evictions(server)) == 1
-    clock.now += 1
+    clock.advance(1)
     assert [o.result for o in (await s.run_cycle(findings, attribution)).outcomes] == [R.EVICTED]
 
 
@@ -335,7 +312,7 @@ async def test_a_failed_attempt_is_an_event_on_the_pod_once_per_streak(cluster):
     results = []
     for _ in range(4):  # error, error again after the 30 s backoff, then 60 s of backoff, then evicted
         results.append([o.result for o in (await s.run_cycle(findings, attribution)).outcomes][0])
-        clock.now += 30
+        clock.advance(30)
     assert results == [R.ERROR, R.ERROR, R.COOLDOWN, R.EVICTED]
     failed = events(server, "GpuWatchdogEvictionFailed")
     assert len(failed) == 1 and failed[0]["type"] == "Warning"

@@ -75,17 +75,31 @@ def test_pod_cooldown_after_dry_run_and_tenant_cooldown():
     assert cycle(pacer, findings, attr, 600.0) == [None, R.RATE_LIMITED]  # burst 1: one token per cycle
 
 
-def test_tenant_cooldown_uses_tenant_label():
-    p = policy(tenant_label="tenant", pod_cooldown_seconds=0, node_evictions_per_minute=600, node_eviction_burst=5)
+def test_tenant_cooldown_counts_tenants_as_the_pod_index_does():
+    # The policy names no label: the tick's pod index is what counts tenants (the agent builds it from the policy).
+    p = policy(pod_cooldown_seconds=0, node_evictions_per_minute=600, node_eviction_burst=5)
     pacer = Pacer(p)
     a = pod("a", ns="ns1", labels={"tenant": "ml"})
     b = pod("b", ns="ns2", labels={"tenant": "ml"})
     c = pod("c", ns="ns3", labels={"tenant": "web"})
     v = pod("v", priority=100)
     findings = [finding(culprit=x, victims=(v,), key=x.name) for x in (a, b, c)]
-    attr = attribution(a, b, c, v)
+    attr = attribution(a, b, c, v, tenant_label="tenant")
     assert cycle(pacer, findings[:1], attr, 0.0, result=R.EVICTED) == [None]
+    assert pacer.tenant("ns1/a") == "ml"
     assert cycle(pacer, findings[1:], attr, 1.0) == [R.COOLDOWN, None]
+
+
+def test_a_pod_re_read_before_its_send_keeps_the_tenant_the_index_gave_it():
+    pacer = Pacer(policy())
+    a, v = pod("a", ns="ns1", labels={"tenant": "ml"}, owner_kind="Job"), pod("v", priority=100)
+    assert cycle(pacer, [finding(culprit=a, victims=(v,), key="a")], attribution(a, v, tenant_label="tenant"),
+                 0.0) == [None]
+    pacer.learn(replace(a, labels={}))  # the evictor's re-read: the API's pod, no tenant rule
+    assert pacer.tenant("ns1/a") == "ml" and pacer.owner_kind("ns1/a") == "Job"
+    fresh = Pacer(policy())
+    fresh.learn(a)  # never learned from an index: counted under its namespace
+    assert fresh.tenant("ns1/a") is None
 
 
 def test_evicted_memory_then_forgotten():
@@ -146,7 +160,7 @@ def test_policy_reload_keeps_memory_and_spent_tokens():
     findings, attr = setup()
     cycle(pacer, findings, attr, 0.0, result=R.EVICTED)
     pacer.set_policy(policy(node_eviction_burst=3))
-    # Changed (review finding 9): a reload used to install a full bucket (3.0 here), a free burst of evictions.
+    # A reload keeps the spent token rather than filling the new bucket (3.0 here): no free burst of evictions.
     assert pacer.tokens(1.0) == pytest.approx(1 / 30)  # the spent token, refilled 1 s at 2/min
     assert cycle(pacer, findings, attr, 1.0) == [R.ALREADY_EVICTED]
 
@@ -200,7 +214,7 @@ def test_an_api_rate_limit_takes_a_token_and_backs_the_pod_off_for_retry_after()
     assert cycle(pacer, findings, attr, 45.0) == [None]
 
 
-# ------------------------------------------------------------------ restarts and lineages (findings 5, 13)
+# ------------------------------------------------------------------ restarts and lineages
 
 
 def test_a_pacer_started_at_process_start_has_an_empty_bucket():

@@ -1,8 +1,8 @@
-"""Issue #9, section 2: a tenant's (and a workload's) cooldown holds within one cycle, not only across cycles.
+"""A tenant's (and a workload's) cooldown holds within one cycle, not only across cycles.
 
-Two findings of the same cycle could evict two pods of one tenant: the cooldown was checked only against attempts
-recorded in earlier cycles, so any burst > 1 let the second through. Both paths are checked: `plan` (replay and
-scenario runs) and the pacer as the agent's ActionStage uses it.
+Two findings of the same cycle may name two pods of one tenant; with a burst > 1 the cooldown must still count the
+attempt made earlier in the same cycle, not only those recorded in earlier cycles. Both paths are checked: `plan`
+(replay and scenario runs) and the pacer as the agent's ActionStage uses it.
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ from watchdog.model import EvictionResult as R
 ROOMY = {"interference": {"for_seconds": 0}, "node_eviction_burst": 5, "node_evictions_per_minute": 600}
 
 
-def two_findings(first, second):
+def two_findings(first, second, *, tenant_label=None):
     victim = pod("v", ns="serving", priority=1000)
     findings = [finding(culprit=first, victims=(victim,), key="f1"),
                 finding(culprit=second, victims=(victim,), key="f2")]
-    return findings, attribution(first, second, victim)
+    return findings, attribution(first, second, victim, tenant_label=tenant_label)
 
 
 def test_two_pods_of_one_tenant_in_one_cycle_only_one_goes():
@@ -32,7 +32,7 @@ def test_two_pods_of_one_tenant_in_one_cycle_only_one_goes():
 def test_the_tenant_label_counts_not_the_namespace():
     a = pod("a", ns="ns1", labels={"team": "x"})
     b = pod("b", ns="ns2", labels={"team": "x"})
-    findings, attr = two_findings(a, b)
+    findings, attr = two_findings(a, b, tenant_label="team")
     policy = ActionPolicy.model_validate({**ROOMY, "tenant_label": "team"})
     assert [d.result for d in plan(findings, attr, policy, 0.0)] == [None, R.COOLDOWN]
 
@@ -41,7 +41,7 @@ def test_two_pods_of_one_workload_in_one_cycle_only_one_goes():
     # Two tenants (by label), one ReplicaSet: the workload's cooldown holds within the cycle too.
     a = pod("web-7d4f9-bcdfg", ns="shop", owner_kind="ReplicaSet", labels={"team": "x"})
     b = pod("web-7d4f9-hjklm", ns="shop", owner_kind="ReplicaSet", labels={"team": "y"})
-    findings, attr = two_findings(a, b)
+    findings, attr = two_findings(a, b, tenant_label="team")
     policy = ActionPolicy.model_validate({**ROOMY, "tenant_label": "team"})
     decisions = plan(findings, attr, policy, 0.0)
     assert [d.result for d in decisions] == [None, R.COOLDOWN] and "workload" in decisions[1].detail

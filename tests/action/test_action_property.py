@@ -1,4 +1,4 @@
-"""Issue #9, section 2: no random policy, pod set or sequence of cycles makes `plan` break a guarantee.
+"""No random policy, pod set or sequence of cycles makes `plan` break a guarantee.
 
 10 000 random worlds (each a policy, up to seven pods and up to five cycles of findings) run through the real
 decide + pace (`watchdog.action.plan`) and are checked by an independent oracle (action_property.py): the floor, the

@@ -1,5 +1,5 @@
-"""What changes between a decision and its send is honoured: a policy reload during the kill-switch read (finding 8),
-and the pod as the API server has it right before the request (finding 12), in-memory and over HTTP."""
+"""What changes between a decision and its send is honoured: a policy reload during the kill-switch read, and the
+pod as the API server has it right before the request, in-memory and over HTTP."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import io
 
 import pytest
 
-from action_builders import attribution, finding, pod
+from action_builders import attribution, finding, pod, warmed_stage
 from watchdog.action import ActionStage, AuditLog
 from watchdog.config.action import ActionPolicy
 from watchdog.testbed.cluster.apiserver import FakeApiServer
@@ -16,16 +16,10 @@ from watchdog.kube.eviction import KubeEvictions
 from watchdog.kube.pods import pod_info
 from watchdog.model import Attribution, PodIndex, PodInfo
 from watchdog.model import EvictionResult as R
+from watchdog.testbed import SimClock
 
 ENFORCE = {"mode": "enforce", "interference": {"for_seconds": 0}}
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_000.0
-
-    def __call__(self) -> float:
-        return self.now
+NOW = 1_000.0
 
 
 class Reply:
@@ -76,16 +70,14 @@ def world():
     return [finding(culprit=culprit, victims=(victim,))], attribution(culprit, victim)
 
 
-def stage(api, gate=None, **policy) -> tuple[ActionStage, Clock]:
-    clock = Clock()
+def stage(api, gate=None, **policy) -> tuple[ActionStage, SimClock]:
     p = ActionPolicy.model_validate({**ENFORCE, **policy})
-    clock.now -= 60.0  # the agent started a minute ago: its bucket (empty at start) has a token
-    s = ActionStage(p, api, clock=clock, audit=AuditLog(stream=io.StringIO()), node="n", kill_switch=gate)
-    clock.now += 60.0
-    return s, clock
+    # The agent started a minute ago: its bucket (empty at start) has a token.
+    return warmed_stage(p, now=NOW, warm_up=60.0, api=api, audit=AuditLog(stream=io.StringIO()), node="n",
+                        kill_switch=gate)
 
 
-# ------------------------------------------------------------------ a reload while the send awaits (finding 8)
+# ------------------------------------------------------------------ a reload while the send awaits
 
 
 async def test_a_reload_to_observe_during_the_switch_read_sends_nothing():
@@ -106,7 +98,7 @@ async def test_a_reload_protecting_the_namespace_during_the_switch_read_sends_no
     assert [(o.result, o.detail) for o in outcomes] == [(R.PROTECTED, "re-checked before sending: namespace b is "
                                                                       "protected")]
     assert api.sent == []
-    clock.now += 1  # the next cycle decides under the new policy: refused before any read
+    clock.advance(1)  # the next cycle decides under the new policy: refused before any read
     gate.during_read = None
     assert [o.result for o in (await s.run_cycle(*world())).outcomes] == [R.PROTECTED] and api.gets == 1
 
@@ -134,7 +126,7 @@ async def test_a_reload_during_the_pod_re_read_is_honoured_too():
     assert api.sent == []
 
 
-# ------------------------------------------------------------------ the pod re-read right before a send (finding 12)
+# ------------------------------------------------------------------ the pod re-read right before a send
 
 
 @pytest.mark.parametrize(
@@ -166,7 +158,7 @@ async def test_a_pod_refused_at_send_time_is_backed_off_not_re_read_every_cycle(
     results = []
     for _ in range(31):  # the stale cache keeps deciding for the pod for 30 s
         results.append([o.result for o in (await s.run_cycle(*world())).outcomes][0])
-        clock.now += 1
+        clock.advance(1)
     assert results == [R.PROTECTED] + [R.COOLDOWN] * 29 + [R.PROTECTED]
     assert api.gets == 2 and api.sent == []
 
@@ -190,17 +182,10 @@ async def test_observe_mode_reads_nothing():
 
 
 @pytest.fixture
-async def cluster():
-    server = FakeApiServer()
-    await server.start()
-    api = KubeApi.from_url(server.url, timeout=5.0)
+def cluster(server: FakeApiServer, api: KubeApi):
     server.add_pod(namespace="team-b", name="batch", priority=1, labels={"app": "batch"})
     server.add_pod(namespace="team-a", name="web", priority=100)
-    try:
-        yield server, KubeEvictions(api)
-    finally:
-        await api.close()
-        await server.stop()
+    return server, KubeEvictions(api)
 
 
 async def test_a_pod_annotated_protected_after_the_decision_is_not_evicted(cluster):

@@ -171,7 +171,7 @@ def test_only_the_opt_in_group_asks_the_controller_to_act():
 
 
 def test_every_alert_that_can_act_keeps_the_node_and_the_device():
-    """Issue #9: an eviction request without its node let a breach on node-a evict on node-b. Every aggregation in
+    """An eviction request without its node could let a breach on node-a evict on node-b, so every aggregation in
     an action alert keeps `node` (and the device labels where it keeps a pod); no report-only finding kind feeds it."""
     for alert in alerts():
         if alert.get("labels", {}).get(ACTION_LABEL) != "evict":

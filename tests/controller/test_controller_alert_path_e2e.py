@@ -1,12 +1,12 @@
 """The whole alert path on a two-node cluster: real Prometheus → real Alertmanager → controller → fake API server.
 
-Issue #9: `TenantGpuQuotaExceeded` aggregated the node away, and the controller then chose among the tenant's pods
-on every node: with `batch/train-big` over quota on node-a, it dry-run-evicted the lower-priority
-`batch/small-job-b` on node-b. Here two "agents" (node-a, node-b) expose `gpu_watchdog_findings` as the agent
-would; Prometheus (Debian's 2.42) evaluates the shipped alerts/gpu-watchdog.rules.yaml, with every `for:` dropped so
-nothing waits 15 minutes; Alertmanager (0.25) routes with the shipped alerts/alertmanager.example.yaml, its waits
-shortened and its webhook pointed at a real Controller; the Controller, in dry-run, lists and evicts through the
-fake API server. Both configs are generated from the shipped files, so the test follows them.
+`TenantGpuQuotaExceeded` keeps the node, and the controller chooses only among the tenant's pods on it: with
+`batch/train-big` over quota on node-a, the lower-priority `batch/small-job-b` on node-b is never evicted. Here two
+"agents" (node-a, node-b) expose `gpu_watchdog_findings` as the agent would; Prometheus (Debian's 2.42) evaluates
+the shipped alerts/gpu-watchdog.rules.yaml, with every `for:` dropped so nothing waits 15 minutes; Alertmanager
+(0.25) routes with the shipped alerts/alertmanager.example.yaml, its waits shortened and its webhook pointed at a
+real Controller; the Controller, in dry-run, lists and evicts through the fake API server. Both configs are
+generated from the shipped files, so the test follows them.
 
 What must happen: one eviction request per tenant and node reaches the controller, the dry-run eviction goes to the
 pod on the breach's node (and, for a breach on one GPU, to the pod the agent saw there), and the pods on the other
@@ -27,6 +27,7 @@ import yaml
 from aiohttp import web
 
 from tests.prometheus_server import free_port, serving
+from tests.waiting import poll
 from watchdog.action import AuditLog
 from watchdog.config.action import ActionPolicy
 from watchdog.config.controller import ControllerSettings
@@ -57,17 +58,6 @@ FINDINGS_BY_NODE = {
          "culprit_pod": "small-job-b", "gpu_uuid": "GPU-b0", "mig_uuid": "MIG-b0-3"},
     ],
 }
-
-
-async def poll(check, *, what: str, seconds: float = DEADLINE, every: float = 0.2):
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + seconds
-    while True:
-        result = await check()
-        if result:
-            return result
-        assert loop.time() < deadline, f"{what}: not reached within {seconds:g} s"
-        await asyncio.sleep(every)
 
 
 def exposition(node: str) -> str:
@@ -131,10 +121,8 @@ def agents():
 
 
 @asynccontextmanager
-async def cluster(tmp_path: Path):
+async def cluster(tmp_path: Path, server: FakeApiServer, api: KubeApi):
     """The fake API server with the two nodes' pods, and a dry-run Controller that leads."""
-    server = FakeApiServer()
-    await server.start()
     add = server.add_pod
     add(namespace="batch", name="train-big", node="node-a", priority=100, requests=GPU)
     add(namespace="batch", name="small-job-b", node="node-b", priority=50, requests=GPU)  # lower, on the other node
@@ -142,7 +130,6 @@ async def cluster(tmp_path: Path):
     add(namespace="infer", name="low-a", node="node-a", priority=1, requests=GPU)  # lower, on the other node
     token = tmp_path / "token"
     token.write_text(TOKEN)
-    api = KubeApi.from_url(server.url, timeout=5.0)
     settings = ControllerSettings(listen_host="127.0.0.1", listen_port=0, token_file=str(token), identity="e2e",
                                   lease_duration_seconds=2.0, renew_deadline_seconds=1.5, retry_period_seconds=0.2,
                                   cluster_evictions_per_minute=600, cluster_eviction_burst=5, plain_http=True)
@@ -154,20 +141,18 @@ async def cluster(tmp_path: Path):
         async def leads() -> bool:
             return controller.is_leader
 
-        await poll(leads, what="the controller takes its Lease")
+        await poll(leads, what="the controller takes its Lease", timeout=DEADLINE, every=0.2)
         yield server, controller, token
     finally:
         await controller.stop()
-        await api.close()
-        await server.stop()
 
 
 def evictions(server: FakeApiServer) -> list[str]:
     return [path for method, path, _ in server.requests if method == "POST" and path.endswith("/eviction")]
 
 
-async def test_alerts_evict_only_on_the_node_and_device_that_breached(tmp_path):
-    async with cluster(tmp_path) as (server, controller, token), agents() as agents_port:
+async def test_alerts_evict_only_on_the_node_and_device_that_breached(tmp_path, server, api):
+    async with cluster(tmp_path, server, api) as (server, controller, token), agents() as agents_port:
         am_port, prom_port = free_port(), free_port()
         am_config = alertmanager_config(tmp_path / "alertmanager.yml", token=token,
                                         webhook=f"{controller.url}/api/v1/alertmanager")
@@ -200,9 +185,11 @@ async def test_alerts_evict_only_on_the_node_and_device_that_breached(tmp_path):
             async def both_requests_evicted() -> list[str]:
                 return evictions(server) if len(evictions(server)) >= 2 else []
 
-            await poll(both_requests_evicted, what="dry-run evictions for both breaches")
-            requests = await poll(lambda: alerts_in_alertmanager("TenantGpuQuotaExceeded"), what="eviction requests")
-            warnings = await poll(lambda: alerts_in_alertmanager("MigMemoryWarning"), what="the MIG warning")
+            await poll(both_requests_evicted, what="dry-run evictions for both breaches", timeout=DEADLINE, every=0.2)
+            requests = await poll(lambda: alerts_in_alertmanager("TenantGpuQuotaExceeded"), what="eviction requests",
+                                  timeout=DEADLINE, every=0.2)
+            warnings = await poll(lambda: alerts_in_alertmanager("MigMemoryWarning"), what="the MIG warning",
+                                  timeout=DEADLINE, every=0.2)
 
     # One request per tenant and node, each saying where; the GPU-bound one names the pod the agent saw there.
     asked = sorted((a["labels"]["node"], a["labels"]["namespace"], a["labels"].get("pod"), a["labels"].get("gpu_uuid"))

@@ -18,6 +18,7 @@ import pytest
 from aiohttp.test_utils import TestServer
 
 from controller_fakes import MemoryKube, gpu_pod
+from tests.waiting import poll
 from watchdog.action import AuditLog, Evictor, Pacer
 from watchdog.config.action import ActionPolicy
 from watchdog.config.controller import ControllerSettings
@@ -48,15 +49,6 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
-
-
-async def poll(check, *, attempts: int = 150, every: float = 0.1):
-    for _ in range(attempts):
-        result = await check()
-        if result:
-            return result
-        await asyncio.sleep(every)
-    raise AssertionError("condition not reached in time")
 
 
 @pytest.fixture
@@ -100,7 +92,7 @@ async def alertmanager(tmp_path, controller):
                 except aiohttp.ClientError:
                     return False
 
-            await poll(ready)  # bounded: Alertmanager starting up
+            await poll(ready, what="Alertmanager ready", timeout=15.0, every=0.1)
             yield base, session
     finally:
         process.terminate()
@@ -124,5 +116,5 @@ async def test_real_alertmanager_drives_a_dry_run_eviction(controller, alertmana
         return kube.evictions
 
     # Namespace-only alert: the tenant's lowest-priority GPU pod, dry-run only.
-    assert await poll(evicted) == [("team-b/batch", True)]
+    assert await poll(evicted, what="the dry-run eviction", timeout=15.0, every=0.1) == [("team-b/batch", True)]
     assert handler.requests.get(200, 0) >= 1 and 401 not in handler.requests

@@ -3,7 +3,6 @@ budget ConfigMap in the agents' namespace, a policy reload resizes it, and both 
 
 from __future__ import annotations
 
-import asyncio
 import io
 import json
 import time
@@ -13,12 +12,13 @@ import aiohttp
 import pytest
 
 from controller_payloads import alert, body
+from tests.fake_api import FakeApi
+from tests.waiting import poll
 from watchdog.action import AuditLog
 from watchdog.config import Policy
 from watchdog.config.action import ActionPolicy, ClusterBudget
 from watchdog.config.controller import ControllerSettings
 from watchdog.controller import Controller
-from watchdog.kube.client import KubeApi
 from watchdog.kube.eviction_budget import DATA_KEY
 from watchdog.testbed.cluster.apiserver import FakeApiServer
 
@@ -29,11 +29,10 @@ AGENTS, CONTROLLERS, BUDGET = "gpu-watchdog", "gpu-watchdog-controller", "gpu-wa
 
 
 @pytest.fixture
-async def leader(tmp_path):
+async def leader(tmp_path, fake_api: FakeApi):
     token = tmp_path / "token"
     token.write_text(TOKEN)
-    server = FakeApiServer(clock=lambda: POD_CREATION)  # the pods exist before the alerts' startsAt
-    await server.start()
+    server = await fake_api.server(clock=lambda: POD_CREATION)  # the pods exist before the alerts' startsAt
     server.add_pod(namespace="team-b", name="batch", priority=1, requests=GPU)
     server.add_pod(namespace="team-c", name="train", priority=1, requests=GPU)
     server.add_pod(namespace=CONTROLLERS, name="batch", priority=1, requests=GPU)
@@ -44,20 +43,14 @@ async def leader(tmp_path):
                                   retry_period_seconds=0.2, renew_deadline_seconds=1.5, lease_duration_seconds=2.0,
                                   cluster_evictions_per_minute=600, cluster_eviction_burst=5, plain_http=True)
     policy = ActionPolicy(mode="enforce", cluster_budget=ClusterBudget(enabled=True, max_evictions=1))
-    api = KubeApi.from_url(server.url, timeout=5.0)
+    api = await fake_api.client(server)
     controller = Controller(settings, api=api, policy=policy, audit=AuditLog(stream=io.StringIO()), namespace=AGENTS)
     await controller.start()
     try:
-        for _ in range(100):
-            if controller.is_leader:
-                break
-            await asyncio.sleep(0.05)
-        assert controller.is_leader
+        await poll(lambda: controller.is_leader, what="the controller to lead", timeout=5.0, every=0.05)
         yield server, controller
     finally:
         await controller.stop()
-        await api.close()
-        await server.stop()
 
 
 async def post(controller: Controller, data: bytes) -> dict:

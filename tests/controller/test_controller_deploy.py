@@ -95,7 +95,7 @@ def test_the_agents_identity_cannot_touch_the_lease_or_write_configmaps():
     assert daemonset["serviceAccountName"] == "gpu-watchdog"
 
 
-# ---------------------------------------------------------------- a bounded identity (issue #9, section 3)
+# ---------------------------------------------------------------- a bounded identity
 
 AGENTS, CONTROLLERS = "gpu-watchdog", "gpu-watchdog-controller"
 WRITES = ("create", "update", "patch", "delete", "deletecollection", "*")

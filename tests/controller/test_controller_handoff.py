@@ -16,8 +16,6 @@ from watchdog.config.action import ActionPolicy
 from watchdog.config.controller import ControllerSettings
 from watchdog.controller.app import WebhookHandler
 from watchdog.controller.ledger import ConfigMapLedger, LedgerError, MemoryLedger, firing_key
-from watchdog.testbed.cluster.apiserver import FakeApiServer
-from watchdog.kube.client import KubeApi
 
 AUTH = {"Authorization": "Bearer tok", "Content-Type": "application/json"}
 KEY = firing_key("f00d", "2026-11-30T10:00:00Z")
@@ -149,10 +147,8 @@ async def test_an_unusable_ledger_means_503_and_no_eviction(replica, reads, writ
 
 
 @pytest.fixture
-async def configmap_ledger():
-    async with FakeApiServer() as server:
-        async with KubeApi.from_url(server.url, timeout=5) as api:
-            yield server, api
+def configmap_ledger(server, api):
+    return server, api
 
 
 async def test_configmap_ledger_records_forgets_and_keeps_the_newest(configmap_ledger):

@@ -11,12 +11,13 @@ import aiohttp
 import pytest
 
 from controller_payloads import alert, body
+from tests.fake_api import FakeApi
+from tests.waiting import poll
 from watchdog.action import AuditLog
 from watchdog.config.action import ActionPolicy
 from watchdog.config.controller import ControllerSettings
 from watchdog.controller import Controller
 from watchdog.testbed.cluster.apiserver import FakeApiServer
-from watchdog.kube.client import KubeApi
 
 LEASE, RENEW, RETRY = 2.0, 1.5, 0.2
 TOKEN = "replica-token"
@@ -24,22 +25,13 @@ GPU = {"nvidia.com/gpu": "1"}
 POD_CREATION = datetime(2026, 11, 30, 9, 0, tzinfo=timezone.utc).timestamp()
 
 
-async def poll(check, *, seconds: float, every: float = 0.05) -> bool:
-    for _ in range(int(seconds / every) + 1):
-        if check():
-            return True
-        await asyncio.sleep(every)
-    return check()
-
-
 @pytest.fixture
-async def replicas(tmp_path):
+async def replicas(tmp_path, fake_api: FakeApi):
     token = tmp_path / "token"
     token.write_text(TOKEN)
-    server = FakeApiServer(clock=lambda: POD_CREATION)  # the pod exists before the alert's startsAt
-    await server.start()
+    server = await fake_api.server(clock=lambda: POD_CREATION)  # the pod exists before the alert's startsAt
     server.add_pod(namespace="team-b", name="batch", priority=1, requests=GPU)
-    apis, controllers = [], []
+    controllers = []
     try:
         for identity in ("replica-a", "replica-b"):
             settings = ControllerSettings(
@@ -48,9 +40,7 @@ async def replicas(tmp_path):
                 identity=identity, lease_duration_seconds=LEASE, renew_deadline_seconds=RENEW,
                 retry_period_seconds=RETRY, cluster_evictions_per_minute=600, cluster_eviction_burst=5,
             )
-            api = KubeApi.from_url(server.url, timeout=5.0)
-            apis.append(api)
-            controller = Controller(settings, api=api, policy=ActionPolicy(mode="enforce"),
+            controller = Controller(settings, api=await fake_api.client(server), policy=ActionPolicy(mode="enforce"),
                                     audit=AuditLog(stream=io.StringIO()), namespace="gpu-watchdog")
             await controller.start()
             controllers.append(controller)
@@ -58,9 +48,6 @@ async def replicas(tmp_path):
     finally:
         for controller in controllers:
             await controller.stop()
-        for api in apis:
-            await api.close()
-        await server.stop()
 
 
 async def post(session: aiohttp.ClientSession, controller: Controller, data: bytes) -> tuple[int, dict]:
@@ -75,7 +62,7 @@ def real_evictions(server: FakeApiServer) -> int:
 
 async def test_only_the_leader_acts_and_the_other_takes_over(replicas):
     server, controllers = replicas
-    assert await poll(lambda: any(c.is_leader for c in controllers), seconds=LEASE * 3)
+    await poll(lambda: any(c.is_leader for c in controllers), what="a leader", timeout=LEASE * 3, every=0.05)
     assert sum(c.is_leader for c in controllers) == 1
     leader = next(c for c in controllers if c.is_leader)
     follower = next(c for c in controllers if not c.is_leader)
@@ -92,7 +79,7 @@ async def test_only_the_leader_acts_and_the_other_takes_over(replicas):
         await leader.stop_electing()  # the leader stops renewing, as a crashed replica would
         assert not leader.is_leader
         # The follower may take the Lease once it has seen it unchanged for a lease duration.
-        assert await poll(lambda: follower.is_leader, seconds=LEASE + 3 * RETRY + 1.0)
+        await poll(lambda: follower.is_leader, what="the follower to lead", timeout=LEASE + 3 * RETRY + 1.0, every=0.05)
         assert server.objects("leases", "gpu-watchdog")[0]["spec"]["holderIdentity"] == follower.identity
 
         status, _ = await post(session, leader, body(alert()))
@@ -106,14 +93,12 @@ async def test_only_the_leader_acts_and_the_other_takes_over(replicas):
             assert (await response.json())["leader"] is True
 
 
-async def test_run_controller_starts_leads_and_stops(tmp_path):
+async def test_run_controller_starts_leads_and_stops(tmp_path, server: FakeApiServer):
     from watchdog.config import KubeSettings, Settings
     from watchdog.controller import run_controller
 
     token = tmp_path / "token"
     token.write_text(TOKEN)
-    server = FakeApiServer()
-    await server.start()
     stop = asyncio.Event()
     settings = Settings.model_validate({
         "namespace": "gpu-watchdog",
@@ -127,12 +112,12 @@ async def test_run_controller_starts_leads_and_stops(tmp_path):
     task = asyncio.create_task(run_controller(settings, stop=stop))
     try:
         # The Lease is in the controller's own namespace (controller.lease_namespace), not the agents'.
-        assert await poll(lambda: bool(server.objects("leases", "gpu-watchdog-controller")), seconds=LEASE * 3)
+        await poll(lambda: server.objects("leases", "gpu-watchdog-controller"), what="the Lease", timeout=LEASE * 3,
+                   every=0.05)
         assert server.objects("leases", "gpu-watchdog-controller")[0]["spec"]["holderIdentity"] == "solo"
     finally:
         stop.set()
         await asyncio.wait_for(task, timeout=10)
-        await server.stop()
 
 
 def test_settings_refuse_misordered_lease_timings():

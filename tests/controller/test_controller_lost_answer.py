@@ -18,6 +18,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from controller_fakes import MemoryKube, Reply, gpu_pod
 from controller_payloads import alert, body
+from tests.fake_api import FakeApi
 from watchdog.action import AuditLog, Evictor, Pacer
 from watchdog.config.action import ActionPolicy
 from watchdog.config.controller import ControllerSettings
@@ -27,10 +28,12 @@ from watchdog.testbed.cluster.apiserver import FakeApiServer
 from watchdog.kube.client import KubeApi
 from watchdog.kube.eviction import KubeEvictions
 from watchdog.model import EvictionResult as R
+from watchdog.testbed import SimClock
 
 AUTH = {"Authorization": "Bearer tok", "Content-Type": "application/json"}
 KEY = firing_key("f00d", "2026-11-30T10:00:00Z")
 STARTS_AT = datetime(2026, 11, 30, 10, 0, tzinfo=timezone.utc).timestamp()
+NOW = 1_000_000.0  # the controller's clock at the first delivery
 REPEAT_INTERVAL = 4 * 3600.0  # Alertmanager's default: past every backoff and cooldown
 FIRING = body(alert(pod=None))  # namespace-only: the controller picks the tenant's pod
 
@@ -63,16 +66,16 @@ class Controller:
     """A WebhookHandler over LostAnswerKube with a clock the test moves."""
 
     def __init__(self, token_file, kube: LostAnswerKube, *, mode: str = "enforce") -> None:
-        self.now = 1_000_000.0
+        self.clock = SimClock(NOW)
         self.kube = kube
         self.ledger = MemoryLedger()
         policy = ActionPolicy(mode=mode)
         pacer = Pacer(policy)
         evictor = Evictor(kube, policy=policy, pacer=pacer, audit=AuditLog(stream=io.StringIO()),
-                          clock=lambda: self.now, node="ctl", kill_switch=None)
+                          clock=self.clock, node="ctl", kill_switch=None)
         self.handler = WebhookHandler(settings=ControllerSettings(token_file=str(token_file)), policy=policy,
                                       pods=kube, evictor=evictor, pacer=pacer, is_leader=lambda: True,
-                                      clock=lambda: self.now, ledger=self.ledger, identity="ctl")
+                                      clock=self.clock, ledger=self.ledger, identity="ctl")
 
 
 @pytest.fixture
@@ -112,7 +115,7 @@ async def test_a_lost_answer_after_the_eviction_happened_counts_as_evicted(make,
     assert (code, result) == (200, "evicted") and "answer" in detail
     assert built.ledger.entries[KEY].startswith("evicted team-b/")
     for _ in range(2):  # Alertmanager's repeats of the same firing
-        built.now += REPEAT_INTERVAL
+        built.clock.advance(REPEAT_INTERVAL)
         assert (await deliver(client))[:2] == (200, "duplicate")
     assert len(built.kube.evictions) == 1
 
@@ -122,7 +125,7 @@ async def test_a_lost_answer_with_the_pod_still_there_stays_retryable(make):
     code, result, _ = await deliver(client)
     assert (code, result) == (200, "error") and built.ledger.entries == {}
     built.kube.losing = False
-    built.now += REPEAT_INTERVAL
+    built.clock.advance(REPEAT_INTERVAL)
     assert (await deliver(client))[:2] == (200, "evicted")
     first, second = built.kube.evictions
     assert first == second  # the same pod, tried again: nothing else was evicted
@@ -134,10 +137,10 @@ async def test_an_unreadable_check_keeps_the_firing_until_it_can_be_checked(make
     code, result, _ = await deliver(client)
     assert (code, result) == (503, "error")  # Alertmanager retries soon
     assert built.ledger.entries[KEY].startswith("unknown team-b/")
-    built.now += 60
+    built.clock.advance(60)
     assert (await deliver(client))[:2] == (503, "error")  # still unknown: nothing new is sent
     kube.list_fails = False
-    built.now += 60
+    built.clock.advance(60)
     code, result, detail = await deliver(client)
     assert (code, result) == (200, "duplicate") and "gone" in detail
     assert built.ledger.entries[KEY].startswith("evicted team-b/") and len(kube.evictions) == 1
@@ -148,7 +151,7 @@ async def test_an_unknown_entry_whose_pod_is_still_there_is_tried_again(make):
     built, client = await make(kube)
     assert (await deliver(client))[:2] == (503, "error")
     kube.list_fails, kube.losing = False, False
-    built.now += REPEAT_INTERVAL
+    built.clock.advance(REPEAT_INTERVAL)
     assert (await deliver(client))[:2] == (200, "evicted")
     first, second = kube.evictions
     assert first == second and built.ledger.entries[KEY].startswith("evicted " + first[0])
@@ -205,26 +208,22 @@ class LosingProxy:
 
 
 @pytest.fixture
-async def gateway():
-    made = []
+async def gateway(fake_api: FakeApi):
+    proxies = []
 
     async def build(**server_options):
         # Pods are created an hour before the alerts' startsAt, on the fake's injected clock.
-        server = FakeApiServer(clock=lambda: STARTS_AT - 3600, **server_options)
-        await server.start()
+        server = await fake_api.server(clock=lambda: STARTS_AT - 3600, **server_options)
         proxy = LosingProxy(server.url)
         await proxy.start()
-        api = KubeApi.from_url(proxy.url, timeout=5.0)
-        made.append((server, proxy, api))
-        return server, proxy, api
+        proxies.append(proxy)
+        return server, proxy, await fake_api.client(proxy)
 
     try:
         yield build
     finally:
-        for server, proxy, api in made:
-            await api.close()
+        for proxy in proxies:
             await proxy.stop()
-            await server.stop()
 
 
 def real_eviction_posts(server: FakeApiServer) -> list[str]:
@@ -249,13 +248,13 @@ async def test_a_gateway_502_after_the_eviction_never_evicts_a_second_pod(gatewa
     for name in ("a", "b", "c"):
         server.add_pod(namespace="team-b", name=name, priority=1, requests={"nvidia.com/gpu": "1"})
     (tmp_path / "token").write_text("tok")
-    now = [1_000_000.0]
-    handler = await handler_over(api, tmp_path / "token", lambda: now[0])
+    clock = SimClock(NOW)
+    handler = await handler_over(api, tmp_path / "token", clock)
     async with TestClient(TestServer(handler.application())) as client:
         proxy.armed = True
         code, result, _ = await deliver(client)
         assert (code, result) == (200, "evicted")
-        now[0] += REPEAT_INTERVAL
+        clock.advance(REPEAT_INTERVAL)
         assert (await deliver(client))[:2] == (200, "duplicate")
     assert len(real_eviction_posts(server)) == 1
 
@@ -265,12 +264,12 @@ async def test_a_gateway_502_before_the_eviction_lets_the_retry_evict_that_pod(g
     for name in ("a", "b"):
         server.add_pod(namespace="team-b", name=name, priority=1, requests={"nvidia.com/gpu": "1"})
     (tmp_path / "token").write_text("tok")
-    now = [1_000_000.0]
-    handler = await handler_over(api, tmp_path / "token", lambda: now[0])
+    clock = SimClock(NOW)
+    handler = await handler_over(api, tmp_path / "token", clock)
     async with TestClient(TestServer(handler.application())) as client:
         proxy.armed, proxy.forward = True, False
         assert (await deliver(client))[:2] == (200, "error")
         assert real_eviction_posts(server) == [] and len(server.objects("pods", "team-b")) == 2
-        now[0] += REPEAT_INTERVAL
+        clock.advance(REPEAT_INTERVAL)
         assert (await deliver(client))[:2] == (200, "evicted")
     assert len(real_eviction_posts(server)) == 1 and len(server.objects("pods", "team-b")) == 1

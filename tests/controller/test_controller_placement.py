@@ -1,7 +1,7 @@
 """Where an alert may act: only on its node (and device), never without a node, never for a report-only kind.
 
-Issue #9: with `batch/train-big` over quota on node-a and a priority-50 `batch/small-job-b` on node-b, the controller
-chose among the tenant's pods on every node and dry-run-evicted `small-job-b`.
+With `batch/train-big` over quota on node-a and a priority-50 `batch/small-job-b` on node-b, the controller chooses
+among the tenant's pods on node-a only, so `small-job-b` is never a candidate.
 """
 
 from __future__ import annotations

@@ -5,7 +5,6 @@ spent only polling for the Lease (bounded)."""
 
 from __future__ import annotations
 
-import asyncio
 import io
 from datetime import datetime, timezone
 
@@ -13,12 +12,13 @@ import aiohttp
 import pytest
 
 from controller_payloads import alert, body
+from tests.fake_api import FakeApi
+from tests.waiting import poll
 from watchdog.action import AuditLog
 from watchdog.config import load_policy
 from watchdog.config.controller import ControllerSettings
 from watchdog.controller import Controller
 from watchdog.testbed.cluster.apiserver import FakeApiServer
-from watchdog.kube.client import KubeApi
 
 TOKEN = "reload-token"
 HEADERS = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
@@ -26,24 +26,15 @@ STARTS_AT = datetime(2026, 11, 30, 10, 0, tzinfo=timezone.utc).timestamp()
 ENFORCE = "action:\n  mode: enforce\n  tenant_cooldown_seconds: 0\n"
 
 
-async def poll(check, *, seconds: float, every: float = 0.05) -> bool:
-    for _ in range(int(seconds / every) + 1):
-        if check():
-            return True
-        await asyncio.sleep(every)
-    return check()
-
-
 @pytest.fixture
-async def controller(tmp_path):
+async def controller(tmp_path, fake_api: FakeApi):
     token, policy_file = tmp_path / "token", tmp_path / "policy.yaml"
     token.write_text(TOKEN)
     policy_file.write_text(ENFORCE)
-    server = FakeApiServer(clock=lambda: STARTS_AT - 3600)  # pods exist before the alerts start
-    await server.start()
+    server = await fake_api.server(clock=lambda: STARTS_AT - 3600)  # pods exist before the alerts start
     for namespace, name in (("team-b", "batch"), ("team-c", "job"), ("gpu-watchdog", "batch")):
         server.add_pod(namespace=namespace, name=name, requests={"nvidia.com/gpu": "1"})
-    api = KubeApi.from_url(server.url, timeout=5.0)
+    api = await fake_api.client(server)
     settings = ControllerSettings(listen_host="127.0.0.1", listen_port=0, plain_http=True, token_file=str(token),
                                   identity="solo",
                                   lease_duration_seconds=2.0, renew_deadline_seconds=1.5, retry_period_seconds=0.2,
@@ -52,12 +43,10 @@ async def controller(tmp_path):
                        audit=AuditLog(stream=io.StringIO()), namespace="gpu-watchdog")
     await built.start()
     try:
-        assert await poll(lambda: built.is_leader, seconds=6.0)  # bounded: the first acquisition
+        await poll(lambda: built.is_leader, what="the first Lease acquisition", timeout=6.0, every=0.05)
         yield built, server, policy_file
     finally:
         await built.stop()
-        await api.close()
-        await server.stop()
 
 
 async def post(controller: Controller, data: bytes) -> str:

@@ -6,7 +6,6 @@ Real time is only spent polling for a Lease to be taken (bounded); pacing runs o
 
 from __future__ import annotations
 
-import asyncio
 import io
 import shutil
 import subprocess
@@ -16,12 +15,14 @@ import aiohttp
 import pytest
 
 from controller_payloads import alert, body
+from tests.fake_api import FakeApi
+from tests.waiting import poll
 from watchdog.action import AuditLog
 from watchdog.config.action import ActionPolicy
 from watchdog.config.controller import ControllerSettings
 from watchdog.controller import Controller
 from watchdog.testbed.cluster.apiserver import FakeApiServer
-from watchdog.kube.client import KubeApi
+from watchdog.testbed import SimClock
 
 LEASE, RENEW, RETRY = 2.0, 1.5, 0.2
 TOKEN = "replica-token"
@@ -30,24 +31,14 @@ HEADERS = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json
 POD_CREATION = datetime(2026, 11, 30, 9, 0, tzinfo=timezone.utc).timestamp()
 
 
-async def poll(check, *, seconds: float, every: float = 0.05) -> bool:
-    for _ in range(int(seconds / every) + 1):
-        if check():
-            return True
-        await asyncio.sleep(every)
-    return check()
-
-
 class Cluster:
     """A fake API server and the controller replicas started against it, all stopped by `close()`."""
 
-    def __init__(self, tmp_path, **server_options) -> None:
+    def __init__(self, tmp_path, fake_api: FakeApi, server: FakeApiServer) -> None:
         self.token = tmp_path / "token"
         self.token.write_text(TOKEN)
-        # Pods are created an hour before the alerts' startsAt (controller_payloads), on the fake's clock: a pod
-        # created after a firing started is never its candidate.
-        self.server = FakeApiServer(clock=lambda: POD_CREATION, **server_options)
-        self.apis: list[KubeApi] = []
+        self.fake_api = fake_api
+        self.server = server
         self.controllers: list[Controller] = []
 
     async def replica(self, identity: str, *, clock=None, **settings) -> Controller:
@@ -55,8 +46,7 @@ class Cluster:
                        identity=identity,
                        lease_duration_seconds=LEASE, renew_deadline_seconds=RENEW, retry_period_seconds=RETRY,
                        cluster_evictions_per_minute=600, cluster_eviction_burst=5)
-        api = KubeApi.from_url(self.server.url, timeout=5.0)
-        self.apis.append(api)
+        api = await self.fake_api.client(self.server)
         extra = {"clock": clock} if clock is not None else {}
         controller = Controller(ControllerSettings(**{**options, **settings}), api=api,
                                 policy=ActionPolicy(mode="enforce", tenant_cooldown_seconds=0),
@@ -75,18 +65,17 @@ class Cluster:
     async def close(self) -> None:
         for controller in self.controllers:
             await controller.stop()
-        for api in self.apis:
-            await api.close()
-        await self.server.stop()
 
 
 @pytest.fixture
-async def cluster(tmp_path):
+async def cluster(tmp_path, fake_api: FakeApi):
     made: list[Cluster] = []
 
     async def make(**server_options) -> Cluster:
-        built = Cluster(tmp_path, **server_options)
-        await built.server.start()
+        # Pods are created an hour before the alerts' startsAt (controller_payloads), on the fake's clock: a pod
+        # created after a firing started is never its candidate.
+        server = await fake_api.server(clock=lambda: POD_CREATION, **server_options)
+        built = Cluster(tmp_path, fake_api, server)
         made.append(built)
         return built
 
@@ -114,7 +103,7 @@ async def post(session, controller: Controller, data: bytes) -> tuple[int, dict]
 
 async def two_replicas(cluster) -> tuple[Controller, Controller]:
     a, b = await cluster.replica("replica-a"), await cluster.replica("replica-b")
-    assert await poll(lambda: a.is_leader or b.is_leader, seconds=LEASE * 3)  # bounded: first acquisition
+    await poll(lambda: a.is_leader or b.is_leader, what="a leader", timeout=LEASE * 3, every=0.05)
     return (a, b) if a.is_leader else (b, a)
 
 
@@ -129,7 +118,7 @@ async def test_one_firing_evicts_one_pod_across_a_failover(cluster, instant_dele
         status, answer = await post(session, leader, firing)
         assert status == 200 and answer["results"][0]["result"] == "evicted"
         await leader.stop_electing()  # crashes: no release, the follower waits the Lease out
-        assert await poll(lambda: follower.is_leader, seconds=LEASE * 3)
+        await poll(lambda: follower.is_leader, what="the follower to lead", timeout=LEASE * 3, every=0.05)
         # Alertmanager's repeat of the same firing (same fingerprint and startsAt) reaches the new leader.
         status, answer = await post(session, follower, firing)
         assert status == 200 and answer["results"][0]["result"] in ("duplicate", "already_evicted")
@@ -144,26 +133,26 @@ async def test_a_stopped_leader_releases_the_lease(cluster):
     await leader.stop()
     assert cluster.lease_holder() in ("", follower.identity)  # released: nobody waits for it to expire
     assert not leader.is_leader
-    assert await poll(lambda: follower.is_leader, seconds=LEASE * 3)
+    await poll(lambda: follower.is_leader, what="the follower to lead", timeout=LEASE * 3, every=0.05)
 
 
 async def test_cluster_wide_token_bucket_paces_distinct_tenants(cluster):
     cluster = await cluster()
-    now = [10_000.0]
+    clock = SimClock(10_000.0)
     for index in range(3):
         cluster.server.add_pod(namespace=f"tenant-{index}", name="job", requests=GPU)
-    controller = await cluster.replica("solo", clock=lambda: now[0], cluster_evictions_per_minute=1,
+    controller = await cluster.replica("solo", clock=clock, cluster_evictions_per_minute=1,
                                        cluster_eviction_burst=2)
-    assert await poll(lambda: controller.is_leader, seconds=LEASE * 3)
+    await poll(lambda: controller.is_leader, what="the controller to lead", timeout=LEASE * 3, every=0.05)
     alerts = [alert(namespace=f"tenant-{i}", pod=None, fingerprint=f"fp-{i}") for i in range(3)]
     async with aiohttp.ClientSession() as session:
         status, answer = await post(session, controller, body(*alerts))
         assert status == 200
         assert [r["result"] for r in answer["results"]] == ["evicted", "evicted", "rate_limited"]
-        now[0] += 30  # half a token refilled
+        clock.advance(30)  # half a token refilled
         status, answer = await post(session, controller, body(alerts[2]))
         assert answer["results"][0]["result"] == "rate_limited"
-        now[0] += 30  # one whole token: the redelivery goes through
+        clock.advance(30)  # one whole token: the redelivery goes through
         status, answer = await post(session, controller, body(alerts[2]))
         assert answer["results"][0]["result"] == "evicted"
     assert sorted(cluster.eviction_posts()) == [f"/api/v1/namespaces/tenant-{i}/pods/job/eviction" for i in range(3)]

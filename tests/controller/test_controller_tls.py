@@ -16,6 +16,7 @@ import trustme
 from aiohttp import web
 
 from controller_payloads import alert, body
+from tests.waiting import poll
 from watchdog.action import AuditLog
 from watchdog.config.action import ActionPolicy
 from watchdog.config.controller import ControllerSettings
@@ -24,7 +25,6 @@ from watchdog.controller.app import WebhookHandler
 from watchdog.controller.tls import ReloadingServerContext
 from watchdog.kube.client import KubeApi
 from watchdog.publishing.listener import LimitedListener
-from watchdog.testbed.cluster.apiserver import FakeApiServer
 
 TOKEN = "tls-token"
 BOUND = 10.0  # seconds: only keeps a broken build from hanging; nothing is asserted about durations
@@ -99,18 +99,6 @@ async def test_a_renewal_that_does_not_load_keeps_the_last_good_pair(ca, tls_lis
     assert certificate.failures == 1
     write_pair(ca, directory, organization="fixed")
     assert await served_organization(port, context) == "fixed"
-
-
-@pytest.fixture
-async def api():
-    server = FakeApiServer()
-    await server.start()
-    client = KubeApi.from_url(server.url, timeout=5.0)
-    try:
-        yield client
-    finally:
-        await client.close()
-        await server.stop()
 
 
 def controller(settings: ControllerSettings, api: KubeApi) -> Controller:
@@ -194,14 +182,15 @@ async def test_a_real_alertmanager_delivers_over_https_with_its_ca_file(ca, tmp_
                          "gpu_watchdog_action": "evict"}, "startsAt": datetime.now(timezone.utc).isoformat()}]
     try:
         async with aiohttp.ClientSession() as session:
-            for _ in range(int(BOUND / 0.1)):  # bounded polling: Alertmanager starting, then notifying
+
+            async def delivered() -> bool:
                 try:
                     async with session.post(f"http://127.0.0.1:{am_port}/api/v2/alerts", json=alert) as response:
-                        if response.status == 200 and handler.requests:
-                            break
+                        return response.status == 200 and bool(handler.requests)
                 except aiohttp.ClientError:
-                    pass
-                await asyncio.sleep(0.1)
+                    return False
+
+            await poll(delivered, what="Alertmanager starting, then notifying", timeout=BOUND, every=0.1)
     finally:
         process.terminate()
         await process.wait()

@@ -1,8 +1,8 @@
-"""Issue #9, section 2: several batch pods capping one GPU together never block the serving pod's relief.
+"""Several batch pods capping one GPU together never block the serving pod's relief.
 
-Both scenarios run through the real detector, rules and pacer (watchdog.evaluation). Before the fix the lower-
-priority batch pod, listed as a victim because its clock fell too, vetoed every eviction ("culprit priority … is not
-lower than victim …'s") and nothing was ever evicted.
+Both scenarios run through the real detector, rules and pacer (watchdog.evaluation). A lower-priority batch pod,
+listed as a victim because its clock fell too, is not above the culprit and so vetoes no eviction ("culprit priority
+… is not lower than victim …'s"): the lowest-priority driver goes and protects exactly the victims above it.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Issue #14's reproduction: an A100 MIG trace where a batch burst power-caps the GPU and the serving tenant's own
-p99 latency rises. Replayed, it was found with no finding at all. Recorded with the borrowed per-instance activity
+"""An A100 MIG trace where a batch burst power-caps the GPU and the serving tenant's own p99 latency rises, a case
+NVML alone cannot attribute (no GPM, no utilization in MIG mode). Recorded with the borrowed per-instance activity
 it names the culprit; recorded without it, it reports the victim with culprit unknown and evicts nobody."""
 
 from pathlib import Path

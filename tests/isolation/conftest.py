@@ -16,11 +16,11 @@ from watchdog.testbed.cluster.apiserver import FakeApiServer
 
 
 @pytest.fixture
-async def cluster(tmp_path: Path):
-    async with FakeApiServer() as fake:
-        build_three_tenants(fake)
-        fake.write_kubeconfig(tmp_path / "kubeconfig")
-        yield fake
+def cluster(tmp_path: Path, server: FakeApiServer) -> FakeApiServer:
+    """The shared fake API server holding the three tenants, with a kubeconfig for it at tmp_path/kubeconfig."""
+    build_three_tenants(server)
+    server.write_kubeconfig(tmp_path / "kubeconfig")
+    return server
 
 
 async def run_audit_cli(*args: str) -> tuple[int, str, str]:

@@ -3,14 +3,15 @@ scorecard as gpu_watchdog_isolation_check{tenant,check,result}, which `promtool 
 
 from __future__ import annotations
 
-import asyncio
 import io
 import shutil
 import subprocess
 
 import aiohttp
 
+from tests.fake_api import FakeApi
 from tests.isolation.three_tenants import build_three_tenants
+from tests.waiting import poll
 from watchdog.action import AuditLog
 from watchdog.config.action import ActionPolicy
 from watchdog.config.controller import ControllerSettings
@@ -27,25 +28,22 @@ async def scrape(url: str) -> str:
             return await response.text()
 
 
-async def test_the_leader_exports_the_isolation_scorecard(tmp_path):
+async def test_the_leader_exports_the_isolation_scorecard(tmp_path, server: FakeApiServer, api: KubeApi):
     (tmp_path / "token").write_text("t")
     settings = ControllerSettings(listen_host="127.0.0.1", listen_port=0, plain_http=True,
                                   token_file=str(tmp_path / "token"), identity="c1", lease_duration_seconds=2.0,
                                   renew_deadline_seconds=1.5, retry_period_seconds=0.2, isolation_audit_minutes=5)
-    async with FakeApiServer() as server, KubeApi.from_url(server.url, timeout=5.0) as api:
-        api.restrict_to_declared_permissions()  # as in production: only calls the chart's RBAC grants
-        build_three_tenants(server)
-        controller = Controller(settings, api=api, policy=ActionPolicy(), audit=AuditLog(stream=io.StringIO()),
-                                namespace="gpu-watchdog")
-        await controller.start()
-        try:
-            for _ in range(100):  # bounded: the Lease is taken and the first audit done within a few polls
-                if controller.isolation.latest is not None:
-                    break
-                await asyncio.sleep(0.05)
-            text = await scrape(controller.url)
-        finally:
-            await controller.stop()
+    api.restrict_to_declared_permissions()  # as in production: only calls the chart's RBAC grants
+    build_three_tenants(server)
+    controller = Controller(settings, api=api, policy=ActionPolicy(), audit=AuditLog(stream=io.StringIO()),
+                            namespace="gpu-watchdog")
+    await controller.start()
+    try:
+        await poll(lambda: controller.isolation.latest is not None, what="the Lease taken and the first audit done",
+                   timeout=5.0, every=0.05)
+        text = await scrape(controller.url)
+    finally:
+        await controller.stop()
     lines = set(text.splitlines())
     assert 'gpu_watchdog_isolation_check{check="gpu-quota",result="fail",tenant="team-b"} 1.0' in lines
     assert 'gpu_watchdog_isolation_check{check="default-deny",result="fail",tenant="team-b"} 1.0' in lines
@@ -59,16 +57,12 @@ async def test_the_leader_exports_the_isolation_scorecard(tmp_path):
     assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
-async def test_an_unreachable_cluster_is_counted_and_keeps_the_previous_scorecard():
-    async with FakeApiServer() as server:
-        build_three_tenants(server)
-        api = KubeApi.from_url(server.url, timeout=2.0)
-        auditor = IsolationAuditor(api, interval=60, settings=AuditSettings())
-        try:
-            first = await auditor.audit_once()
-            server.fail_next(1, status=503)  # the namespaces list: the cluster is unreadable
-            second = await auditor.audit_once()
-        finally:
-            await api.close()
+async def test_an_unreachable_cluster_is_counted_and_keeps_the_previous_scorecard(fake_api: FakeApi,
+                                                                                    server: FakeApiServer):
+    build_three_tenants(server)
+    auditor = IsolationAuditor(await fake_api.client(server, timeout=2.0), interval=60, settings=AuditSettings())
+    first = await auditor.audit_once()
+    server.fail_next(1, status=503)  # the namespaces list: the cluster is unreadable
+    second = await auditor.audit_once()
     assert second.errors == ["cannot list namespaces: 503: injected fault"] and not second.results
     assert auditor.latest is first and dict(auditor.runs) == {"success": 1, "failure": 1}

@@ -84,15 +84,14 @@ def test_a_tenant_without_claims_or_gpu_pods_is_unchanged():
 
 
 @pytest.fixture
-async def four_tenants(tmp_path: Path):
-    async with FakeApiServer() as fake:
-        build_three_tenants(fake)
-        fake.add_object("namespaces", {"metadata": {"name": "team-d"}, "spec": {"finalizers": ["kubernetes"]},
-                                       "status": {"phase": "Active"}})
-        for claim in TEAM_D_CLAIMS:
-            fake.add_object("resourceclaims", claim)
-        fake.write_kubeconfig(tmp_path / "kubeconfig")
-        yield fake
+def four_tenants(tmp_path: Path, server: FakeApiServer) -> FakeApiServer:
+    build_three_tenants(server)
+    server.add_object("namespaces", {"metadata": {"name": "team-d"}, "spec": {"finalizers": ["kubernetes"]},
+                                     "status": {"phase": "Active"}})
+    for claim in TEAM_D_CLAIMS:
+        server.add_object("resourceclaims", claim)
+    server.write_kubeconfig(tmp_path / "kubeconfig")
+    return server
 
 
 async def test_the_dra_tenant_is_found_through_the_api_and_kubectl_applies_its_fix(four_tenants, tmp_path):

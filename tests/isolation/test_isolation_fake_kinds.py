@@ -14,11 +14,11 @@ from watchdog.testbed.cluster.apiserver import FakeApiServer
 
 
 @pytest.fixture
-async def api():
-    async with FakeApiServer() as server, KubeApi.from_url(server.url, timeout=5.0) as client:
-        build_three_tenants(server)
-        server.add_object("namespaces", {"metadata": {"name": "other", "labels": {"gpu-tenant": "false"}}})
-        yield client
+def api(server: FakeApiServer, api: KubeApi) -> KubeApi:
+    """The shared client, on a server holding the three tenants and one namespace that is no tenant."""
+    build_three_tenants(server)
+    server.add_object("namespaces", {"metadata": {"name": "other", "labels": {"gpu-tenant": "false"}}})
+    return api
 
 
 async def test_typed_lists_scope_and_selectors(api):

@@ -1,32 +1,22 @@
-"""Helpers for the Kubernetes-layer tests: hand-moved clocks, an instant recording sleep, task scoping."""
+"""Helpers for the Kubernetes-layer tests: an instant recording sleep that moves the test bed's clock, task scoping.
+
+A test's clock is a SimClock with a wall-time epoch: its ``elapsed()`` is the monotonic clock the Kubernetes
+helpers take, its ``now()`` the wall clock they stamp Leases and records with."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 
+from watchdog.testbed import SimClock
 
-class FakeClock:
-    """Monotonic and wall clocks the test moves by hand (the wall clock starts at a fixed epoch)."""
-
-    def __init__(self, start: float = 1_800_000_000.0) -> None:
-        self.now = 0.0
-        self.epoch = start
-
-    def __call__(self) -> float:
-        return self.now
-
-    def wall(self) -> float:
-        return self.epoch + self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
+EPOCH = 1_800_000_000.0  # the wall time at a test's start
 
 
 class RecordingSleep:
-    """An injected sleep that returns at once, advances a FakeClock if given, and records the delays."""
+    """An injected sleep that returns at once, advances a SimClock if given, and records the delays."""
 
-    def __init__(self, clock: FakeClock | None = None) -> None:
+    def __init__(self, clock: SimClock | None = None) -> None:
         self.delays: list[float] = []
         self.clock = clock
         self.changed = asyncio.Event()

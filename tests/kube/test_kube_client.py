@@ -4,19 +4,18 @@ from __future__ import annotations
 
 import pytest
 
+from tests.fake_api import FakeApi
 from watchdog.config.kube import KubeSettings
-from watchdog.testbed.cluster.apiserver import FakeApiServer
 from watchdog.kube.client import KubeApi
 from watchdog.kube.errors import KubeConflict, KubeError, KubeForbidden, KubeNotFound, KubeUnavailable
 
 
-async def test_bearer_token_is_sent():
-    async with FakeApiServer(token="s3cret") as server:
-        async with KubeApi.from_url(server.url, token="s3cret") as good:
-            assert (await good.core.list_namespaced_pod("ml")).items == []
-        async with KubeApi.from_url(server.url, token="wrong") as bad:
-            with pytest.raises(KubeForbidden):
-                await bad.request_json("GET", "/api/v1/namespaces/ml/pods")
+async def test_bearer_token_is_sent(fake_api: FakeApi):
+    server = await fake_api.server(token="s3cret")
+    good, bad = await fake_api.client(server, token="s3cret"), await fake_api.client(server, token="wrong")
+    assert (await good.core.list_namespaced_pod("ml")).items == []
+    with pytest.raises(KubeForbidden):
+        await bad.request_json("GET", "/api/v1/namespaces/ml/pods")
 
 
 async def test_from_settings(server):

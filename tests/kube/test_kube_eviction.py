@@ -6,7 +6,6 @@ from datetime import datetime
 
 import pytest
 
-from watchdog.testbed.cluster.apiserver import FakeApiServer
 from watchdog.kube.client import KubeApi
 from watchdog.kube.errors import KubeError, KubeRejected
 from watchdog.kube.eviction import RBAC_EVICTION, KubeEvictions, classify_eviction
@@ -219,8 +218,7 @@ async def test_list_pods_with_selectors(server, kube):
         await kube.list_pods(field_selector="spec.bogus=1")
 
 
-async def test_observe_style_use_sends_nothing():
-    async with FakeApiServer() as quiet:
-        async with KubeApi.from_url(quiet.url):
-            pass
-        assert quiet.requests == []
+async def test_observe_style_use_sends_nothing(server):
+    async with KubeApi.from_url(server.url):
+        pass
+    assert server.requests == []

@@ -5,11 +5,12 @@ from __future__ import annotations
 import asyncio
 import json
 
-from kube_helpers import FakeClock
+from kube_helpers import EPOCH
 
 from watchdog.config.action import ClusterBudget
 from watchdog.kube.client import KubeApi
 from watchdog.kube.eviction_budget import DATA_KEY, SPENT, UNKNOWN, ClusterEvictionBudget
+from watchdog.testbed import SimClock
 from watchdog.testbed.cluster.apiserver_store import CONFIGMAPS
 
 NAMESPACE, NAME = "gpu-watchdog", "gpu-watchdog-eviction-budget"
@@ -19,7 +20,7 @@ PATH = f"/api/v1/namespaces/{NAMESPACE}/configmaps/{NAME}"
 def budget(api, clock, identity, *, max_evictions=5, window=600.0, **kwargs) -> ClusterEvictionBudget:
     settings = ClusterBudget(enabled=True, max_evictions=max_evictions, window_seconds=window)
     return ClusterEvictionBudget(api, settings=settings, namespace=NAMESPACE, identity=identity,
-                                 wall_clock=clock.wall, **kwargs)
+                                 wall_clock=clock.now, **kwargs)
 
 
 def stored(server) -> list[dict]:
@@ -33,7 +34,7 @@ def puts(server) -> int:
 
 async def test_agents_taking_at_once_never_exceed_the_ceiling_and_retry_their_conflicts(server, api):
     server.set_config_map(NAMESPACE, NAME, {})
-    clock = FakeClock()
+    clock = SimClock(epoch=EPOCH)
     agents = [budget(api, clock, f"node-{i}") for i in range(4)]
 
     async def keep_taking(agent: ClusterEvictionBudget) -> list[str | None]:
@@ -59,7 +60,7 @@ async def test_agents_taking_at_once_never_exceed_the_ceiling_and_retry_their_co
 
 async def test_the_window_slides(server, api):
     server.set_config_map(NAMESPACE, NAME, {})
-    clock = FakeClock()
+    clock = SimClock(epoch=EPOCH)
     a, b = budget(api, clock, "node-a", max_evictions=2, window=600), budget(api, clock, "node-b", max_evictions=2,
                                                                              window=600)
     assert await a.take("ns/p1") is None
@@ -74,7 +75,7 @@ async def test_the_window_slides(server, api):
 
 async def test_an_unreadable_budget_sends_nothing(server, api):
     server.set_config_map(NAMESPACE, NAME, {})
-    clock = FakeClock()
+    clock = SimClock(epoch=EPOCH)
     agent = budget(api, clock, "node-a")
     server.fail_next(status=500, path_prefix=PATH)
     refusal = await agent.take("ns/p")
@@ -86,7 +87,7 @@ async def test_an_unreadable_budget_sends_nothing(server, api):
 
 
 async def test_a_missing_or_foreign_budget_object_sends_nothing(server, api):
-    clock = FakeClock()
+    clock = SimClock(epoch=EPOCH)
     agent = budget(api, clock, "node-a")
     refusal = await agent.take("ns/p")
     assert refusal.startswith(UNKNOWN) and "does not exist" in refusal
@@ -103,13 +104,13 @@ async def test_a_stopped_api_server_sends_nothing(server):
     url = server.url
     await server.stop()
     async with KubeApi.from_url(url, timeout=2) as api:
-        refusal = await budget(api, FakeClock(), "node-a").take("ns/p")
+        refusal = await budget(api, SimClock(epoch=EPOCH), "node-a").take("ns/p")
     assert refusal.startswith(UNKNOWN) and "cannot read" in refusal
 
 
 async def test_a_write_refused_for_another_reason_sends_nothing(server, api):
     server.set_config_map(NAMESPACE, NAME, {})
-    agent = budget(api, FakeClock(), "node-a")
+    agent = budget(api, SimClock(epoch=EPOCH), "node-a")
     original = api.request_json
 
     async def forbid_puts(method, path, **kwargs):
@@ -124,7 +125,7 @@ async def test_a_write_refused_for_another_reason_sends_nothing(server, api):
 
 async def test_conflicts_without_end_give_up_and_send_nothing(server, api):
     server.set_config_map(NAMESPACE, NAME, {})
-    agent = budget(api, FakeClock(), "node-a", max_attempts=3)
+    agent = budget(api, SimClock(epoch=EPOCH), "node-a", max_attempts=3)
     original = api.request_json
 
     async def someone_always_writes_first(method, path, **kwargs):
@@ -152,7 +153,7 @@ async def test_the_write_keeps_the_objects_other_keys_and_labels(server, api):
     created = server.set_config_map(NAMESPACE, NAME, {"note": "kept"})
     created["metadata"]["labels"] = {"app.kubernetes.io/name": "gpu-watchdog"}
     server.store.update(CONFIGMAPS, created)
-    assert await budget(api, FakeClock(), "node-a").take("ns/p") is None
+    assert await budget(api, SimClock(epoch=EPOCH), "node-a").take("ns/p") is None
     [config_map] = server.objects("configmaps", NAMESPACE)
     assert config_map["data"]["note"] == "kept"
     assert config_map["metadata"]["labels"] == {"app.kubernetes.io/name": "gpu-watchdog"}

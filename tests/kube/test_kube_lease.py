@@ -6,14 +6,15 @@ import asyncio
 from datetime import datetime
 
 import pytest
-from kube_helpers import FakeClock, RecordingSleep, running
+from kube_helpers import EPOCH, RecordingSleep, running
 
 from watchdog.kube.lease import LeaseElector
+from watchdog.testbed import SimClock
 
 
 def elector(api, clock, identity, **kwargs):
     return LeaseElector(api, namespace="gpu-watchdog", name="controller", identity=identity, lease_duration=15,
-                        renew_deadline=10, retry_period=2, clock=clock, wall_clock=clock.wall, **kwargs)
+                        renew_deadline=10, retry_period=2, clock=clock.elapsed, wall_clock=clock.now, **kwargs)
 
 
 def lease(server):
@@ -22,7 +23,7 @@ def lease(server):
 
 
 async def test_one_leads_and_the_other_takes_over_only_after_the_lease_expires(server, api):
-    clock = FakeClock()
+    clock = SimClock(epoch=EPOCH)
     a, b = elector(api, clock, "a"), elector(api, clock, "b")
     assert await a.try_acquire_or_renew() is True
     assert await b.try_acquire_or_renew() is False
@@ -38,7 +39,7 @@ async def test_one_leads_and_the_other_takes_over_only_after_the_lease_expires(s
 
 
 async def test_renewals_keep_the_lease_and_its_acquire_time(server, api):
-    clock = FakeClock()
+    clock = SimClock(epoch=EPOCH)
     a, b = elector(api, clock, "a"), elector(api, clock, "b")
     assert await a.try_acquire_or_renew()
     acquired = lease(server)["acquireTime"]
@@ -52,13 +53,13 @@ async def test_renewals_keep_the_lease_and_its_acquire_time(server, api):
 
 
 async def test_running_electors_fail_over_when_the_leader_stops(server, api):
-    clock = FakeClock()
+    clock = SimClock(epoch=EPOCH)
     sleep = RecordingSleep(clock)
     b_leads = asyncio.Event()
     took_over: list[float] = []
 
     def b_started() -> None:
-        took_over.append(clock())  # b keeps renewing (moving the clock) before this test wakes: read it now
+        took_over.append(clock.elapsed())  # b keeps renewing (moving the clock) before this test wakes: read it now
         b_leads.set()
 
     a = elector(api, clock, "a", sleep=sleep)
@@ -70,7 +71,7 @@ async def test_running_electors_fail_over_when_the_leader_stops(server, api):
             assert a.is_leader and not b.is_leader
             a_task.cancel()  # a crashes: no release, its lease just stops being renewed
             await asyncio.gather(a_task, return_exceptions=True)
-            died = clock()  # a writes nothing after this
+            died = clock.elapsed()  # a writes nothing after this
             final = lease(server)  # a's last write, whether or not a saw its answer before dying
             assert final["holderIdentity"] == "a"
             last_renewal = datetime.fromisoformat(final["renewTime"].replace("Z", "+00:00")).timestamp() - clock.epoch
@@ -85,7 +86,7 @@ async def test_running_electors_fail_over_when_the_leader_stops(server, api):
 
 
 async def test_a_stale_write_gets_409_and_loses(server, api):
-    clock = FakeClock()
+    clock = SimClock(epoch=EPOCH)
     a, b = elector(api, clock, "a"), elector(api, clock, "b")
     assert await a.try_acquire_or_renew()
     assert await b.try_acquire_or_renew() is False
@@ -104,7 +105,7 @@ async def test_a_stale_write_gets_409_and_loses(server, api):
 
 
 async def test_release_hands_over_at_once(server, api):
-    clock = FakeClock()
+    clock = SimClock(epoch=EPOCH)
     a, b = elector(api, clock, "a"), elector(api, clock, "b")
     assert await a.try_acquire_or_renew()
     assert await b.try_acquire_or_renew() is False
@@ -116,7 +117,7 @@ async def test_release_hands_over_at_once(server, api):
 
 
 async def test_unreachable_api_means_not_leader(server, api):
-    clock = FakeClock()
+    clock = SimClock(epoch=EPOCH)
     a = elector(api, clock, "a")
     server.fail_next(1, status=500)
     assert await a.try_acquire_or_renew() is False
@@ -124,19 +125,19 @@ async def test_unreachable_api_means_not_leader(server, api):
 
 
 def test_durations_are_validated(api):
-    clock = FakeClock()
+    clock = SimClock(epoch=EPOCH)
     with pytest.raises(ValueError, match="lease_duration"):
-        LeaseElector(api, namespace="n", name="l", identity="a", lease_duration=5, renew_deadline=5, clock=clock)
+        LeaseElector(api, namespace="n", name="l", identity="a", lease_duration=5, renew_deadline=5, clock=clock.elapsed)
     with pytest.raises(ValueError, match="retry_period"):
-        LeaseElector(api, namespace="n", name="l", identity="a", renew_deadline=2, retry_period=2, clock=clock)
+        LeaseElector(api, namespace="n", name="l", identity="a", renew_deadline=2, retry_period=2, clock=clock.elapsed)
     with pytest.raises(ValueError, match="identity"):
-        LeaseElector(api, namespace="n", name="l", identity="", clock=clock)
+        LeaseElector(api, namespace="n", name="l", identity="", clock=clock.elapsed)
 
 
 async def test_expiry_follows_the_records_lease_duration_not_the_candidates(server, api):
-    clock = FakeClock()
+    clock = SimClock(epoch=EPOCH)
     slow = LeaseElector(api, namespace="gpu-watchdog", name="controller", identity="a", lease_duration=30,
-                        renew_deadline=20, retry_period=2, clock=clock, wall_clock=clock.wall)
+                        renew_deadline=20, retry_period=2, clock=clock.elapsed, wall_clock=clock.now)
     b = elector(api, clock, "b")  # b's own setting is 15 s
     assert await slow.try_acquire_or_renew()
     assert lease(server)["leaseDurationSeconds"] == 30
@@ -149,25 +150,25 @@ async def test_expiry_follows_the_records_lease_duration_not_the_candidates(serv
 
 
 async def test_takeover_comes_at_most_one_retry_period_after_the_lease_expires(server, api):
-    clock = FakeClock()
+    clock = SimClock(epoch=EPOCH)
     a = elector(api, clock, "a")
     renewals: list[float] = []
     b_leads = asyncio.Event()
     took_over: list[float] = []
 
     def b_started() -> None:
-        took_over.append(clock())  # b's loop moves the clock on before the test wakes: read it here
+        took_over.append(clock.elapsed())  # b's loop moves the clock on before the test wakes: read it here
         b_leads.set()
 
     async def sleep_then_let_a_renew(seconds: float) -> None:
         clock.advance(seconds)
-        if clock() <= 9:  # a renews right after each of b's sleeps for 9 s, then dies without releasing
+        if clock.elapsed() <= 9:  # a renews right after each of b's sleeps for 9 s, then dies without releasing
             assert await a.try_acquire_or_renew()
-            renewals.append(clock())
+            renewals.append(clock.elapsed())
 
     b = elector(api, clock, "b", sleep=sleep_then_let_a_renew, on_started_leading=b_started)
     assert await a.try_acquire_or_renew()
-    renewals.append(clock())
+    renewals.append(clock.elapsed())
     async with running(b.run()):
         await asyncio.wait_for(b_leads.wait(), 5)
         waited = took_over[0] - renewals[-1]
@@ -177,7 +178,7 @@ async def test_takeover_comes_at_most_one_retry_period_after_the_lease_expires(s
 
 
 async def test_a_record_is_dated_by_when_its_answer_arrived(server, api):
-    clock = FakeClock()
+    clock = SimClock(epoch=EPOCH)
     a, b = elector(api, clock, "a"), elector(api, clock, "b")
     assert await a.try_acquire_or_renew()
     original = api.request_json

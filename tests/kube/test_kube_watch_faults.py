@@ -6,9 +6,10 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from kube_helpers import FakeClock, RecordingSleep, next_item, running
+from kube_helpers import RecordingSleep, next_item, running
 
 from watchdog.kube.pods import PodWatcher
+from watchdog.testbed import SimClock
 
 
 class OkRecordingSleep(RecordingSleep):
@@ -28,7 +29,7 @@ def make_watcher(api, *, sleep, clock=None, **options):
     events: asyncio.Queue = asyncio.Queue()
     relists: asyncio.Queue = asyncio.Queue()
     watcher = PodWatcher(api, node="node-1", on_event=lambda kind, pod: events.put_nowait((kind, pod)),
-                         on_relist=relists.put_nowait, sleep=sleep, clock=clock or FakeClock(),
+                         on_relist=relists.put_nowait, sleep=sleep, clock=clock or SimClock(),
                          watch_timeout_seconds=30, **options)
     return watcher, events, relists
 
@@ -73,13 +74,9 @@ async def test_a_proxy_that_always_ends_watches_costs_one_request_per_backoff_st
 async def test_an_empty_watch_that_lasted_its_timeout_is_a_clean_end(server, api):
     server.end_watches_at_once(3)
 
-    class SteppingClock(FakeClock):  # every reading is 10 s later: each watch "lasts" 20 s of its 30 s timeout
-        def __call__(self) -> float:
-            self.advance(10)
-            return self.now
-
-    sleep = RecordingSleep()
-    watcher, events, relists = make_watcher(api, sleep=sleep, clock=SteppingClock())
+    clock = SimClock()
+    sleep = RecordingSleep()  # every reading of the clock is 10 s later: each watch "lasts" 20 s of its 30 s timeout
+    watcher, events, relists = make_watcher(api, sleep=sleep, clock=lambda: clock.advance(10))
     async with running(watcher.run()):
         await next_item(relists)
         await server.watching()

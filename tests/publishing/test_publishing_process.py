@@ -8,7 +8,6 @@ that stops at the first member, showed as process_* alone). The scrape below pro
 
 from __future__ import annotations
 
-import asyncio
 import gzip
 import subprocess
 import time
@@ -17,6 +16,7 @@ import zlib
 import aiohttp
 import pytest
 from tests.prometheus_server import prometheus as real_prometheus
+from tests.waiting import poll
 from watchdog.config.publishing import PublishingSettings
 from watchdog.publishing import render
 from watchdog.publishing.process_metrics import ProcessMetrics, prepend_to_gzip
@@ -85,18 +85,18 @@ async def test_a_real_prometheus_scrapes_both_gzip_members(rich_snapshot, tmp_pa
     try:
         with real_prometheus(tmp_path, target_port=target, job="agent", honor_labels=False) as url:
             async with aiohttp.ClientSession() as session:
-                loop = asyncio.get_running_loop()
-                deadline = loop.time() + 60  # bounded: Prometheus starts, then scrapes once a second
-                found = 0.0
-                while found < 2:
-                    assert loop.time() < deadline, "Prometheus never stored both the process and the node series"
-                    await asyncio.sleep(0.5)
+
+                async def both_stored() -> bool:
                     try:
                         async with session.get(f"{url}/api/v1/query", params={"query": query}) as response:
                             result = (await response.json())["data"]["result"]
                     except (aiohttp.ClientError, KeyError):
-                        continue
-                    found = float(result[0]["value"][1]) if result else 0.0
+                        return False
+                    return bool(result) and float(result[0]["value"][1]) >= 2
+
+                # Bounded: Prometheus starts, then scrapes once a second.
+                await poll(both_stored, what="Prometheus to store both the process and the node series", timeout=60.0,
+                           every=0.5)
                 async with session.get(f"{url}/api/v1/query",
                                        params={"query": 'scrape_samples_scraped{job="agent"}'}) as response:
                     scraped = float((await response.json())["data"]["result"][0]["value"][1])

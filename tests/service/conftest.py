@@ -13,22 +13,13 @@ from typing import Any
 
 import pytest
 
+from tests.waiting import poll
 from watchdog.kube.client import KubeApi
 from watchdog.service.agent import Agent
 from watchdog.testbed.world import SimulatedWorld
 
 REPO = Path(__file__).resolve().parents[2]
 SCENARIOS = REPO / "scenarios"
-
-
-async def poll(predicate, *, timeout: float = 10.0, what: str = "condition") -> None:
-    """Bounded wait for something a real server or task does in its own time."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not predicate():
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.01)
 
 
 class Driver:

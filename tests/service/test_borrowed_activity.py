@@ -4,15 +4,14 @@ a crash and never a guess."""
 
 from __future__ import annotations
 
-import asyncio
-
 import aiohttp
 import pytest
 from aiohttp import web
 
-from tests.service.conftest import SCENARIOS
 from tests.prometheus_server import serving, serving_metrics
 from tests.prometheus_server import prometheus as real_prometheus
+from tests.service.conftest import SCENARIOS
+from tests.waiting import poll
 from watchdog.config import SignalsSettings
 from watchdog.detection.borrowed import with_borrowed
 from watchdog.detection.domains import devices_of
@@ -86,7 +85,8 @@ async def test_dcgm_activity_reaches_detection_for_the_right_mig_devices(drive, 
             await agent.activity.refresh(session)
             return agent.activity.values() == expected
 
-        await poll_async(refreshed, what="dcgm-exporter series through Prometheus")
+        # Bounded: Prometheus starts, then scrapes once a second.
+        await poll(refreshed, what="dcgm-exporter series through Prometheus", timeout=30.0, every=0.2)
     result = await agent.cycle_once()
     assert dict(result.activity) == expected  # the other node's GPU is not ours
     assert agent.activity.errors["unlabelled"] >= 1  # the series without GPU_I_ID was counted, not placed
@@ -95,14 +95,6 @@ async def test_dcgm_activity_reaches_detection_for_the_right_mig_devices(drive, 
     pod_sm = {device.mig.gpu_instance: dict(device.pod_sm)
               for device in devices_of(filled, result.attribution) if device.mig is not None}
     assert pod_sm == {gi: {f"{ns}/{pod}": sm} for gi, (_, ns, pod, sm, _, _) in ACTIVITY.items()}
-
-
-async def poll_async(check, *, what: str, timeout: float = 30.0) -> None:
-    """Bounded: Prometheus starts, then scrapes once a second."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not await check():
-        assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.2)
 
 
 @pytest.fixture

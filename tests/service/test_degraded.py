@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import aiohttp
 
-from tests.service.conftest import SCENARIOS, poll
+from tests.service.conftest import SCENARIOS
+from tests.waiting import poll
 
 
 async def _scrape(port: int) -> str:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import aiohttp
 
-from tests.service.conftest import SCENARIOS, poll
+from tests.service.conftest import SCENARIOS
+from tests.waiting import poll
 
 
 async def scrape(port: int) -> dict[str, float]:

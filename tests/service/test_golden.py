@@ -14,7 +14,8 @@ from pathlib import Path
 
 import aiohttp
 
-from tests.service.conftest import SCENARIOS, poll
+from tests.service.conftest import SCENARIOS
+from tests.waiting import poll
 
 GOLDEN = Path(__file__).with_name("golden") / "metrics.prom"
 TICKS = 25

@@ -1,4 +1,4 @@
-"""Issue #9, section 2: a reload warns about dangerous values (and applies them: the floor still holds), and
+"""A reload warns about dangerous values (and applies them: the floor still holds), and
 refuses the one that can only be a mistake, keeping the last good policy."""
 
 from __future__ import annotations

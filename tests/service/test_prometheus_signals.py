@@ -9,9 +9,11 @@ import pytest
 
 from tests.prometheus_server import free_port, serving_metrics
 from tests.prometheus_server import prometheus as real_prometheus
+from tests.waiting import poll
 from watchdog.config import DetectionPolicy, Policy, SignalsSettings
 from watchdog.config.runtime import RuntimePolicy
 from watchdog.service.prometheus_signals import PrometheusSignals, parse_vector
+from watchdog.testbed import SimClock
 
 POLICY = DetectionPolicy.model_validate(
     {"victim_signal_overrides": {"prod": {"query": "app_p99_latency_seconds", "threshold": 0.5}}}
@@ -40,21 +42,19 @@ async def prometheus(tmp_path):
 
 async def test_values_per_pod_from_a_real_prometheus(prometheus):
     url, _ = prometheus
-    clock = {"now": 100.0}
-    signals = PrometheusSignals(SignalsSettings(prometheus_url=url), runtime=RUNTIME, clock=lambda: clock["now"])
+    clock = SimClock(100.0)
+    signals = PrometheusSignals(SignalsSettings(prometheus_url=url), runtime=RUNTIME, clock=clock)
     async with aiohttp.ClientSession() as session:
 
         async def scraped() -> bool:
             await signals.refresh(session)
             return "prod/serve" in signals.values()
 
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + 30  # bounded: Prometheus starts, then scrapes once a second
-        while not await scraped():
-            assert loop.time() < deadline, f"no value from Prometheus; errors {dict(signals.errors)}"
-            await asyncio.sleep(0.2)
+        # Bounded: Prometheus starts, then scrapes once a second.
+        await poll(scraped, what=lambda: f"a value from Prometheus; errors {dict(signals.errors)}", timeout=30.0,
+                   every=0.2)
     assert signals.values() == {"prod/serve": 0.2} and signals.errors["foreign_series"] >= 1
-    clock["now"] += 61  # older than stale_seconds: detection gets no value rather than an old one
+    clock.advance(61)  # older than stale_seconds: detection gets no value rather than an old one
     assert signals.values() == {}
 
 

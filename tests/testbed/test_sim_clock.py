@@ -1,7 +1,5 @@
-"""A simulated clock with a wall-time epoch: reported times read as now, tick arithmetic stays relative.
-
-The demo used to start its clock at 0, so `last_sample_timestamp_seconds` read 99 and every `time() - …` alert
-and dashboard panel saw a 56-year-old sample. The epoch moves what is reported, never which tick it is.
+"""A simulated clock with a wall-time epoch: reported times read as now (so `time() - …` alerts and dashboard panels
+see a fresh sample), tick arithmetic stays relative. The epoch moves what is reported, never which tick it is.
 """
 
 from __future__ import annotations

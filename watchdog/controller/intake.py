@@ -1,9 +1,9 @@
 """How much of one webhook request the controller takes on, and the pod lists it shares while doing so.
 
-A single Alertmanager notification can carry thousands of alerts (`max_alerts: 0` is the default: no limit). Handled
-one by one under the controller's global lock, with a pod list per alert, 6,800 namespace-only alerts once took 25 s
-and 14,178 API calls while a request with nothing to act on waited 27.8 s for the lock (issue #9). So a request is
-split before the lock: firings already handled are answered from memory, at most ``limit`` new ones are taken on, and
+A single Alertmanager notification can carry thousands of alerts (`max_alerts: 0` is the default: no limit), and
+handling them one by one under the controller's global lock, with a pod list per alert, makes every other request
+wait and costs an API call per alert (docs/alerting.md, "Large notifications"). So a request is split before the
+lock: firings already handled are answered from memory, at most ``limit`` new ones are taken on, and
 the rest are answered as skipped (Alertmanager brings them again with the group's next notification); a request left
 with nothing to act on never waits for the lock. While one request is handled, each namespace's pods are listed once
 and listed again only after an eviction was sent there, so the API calls per alert stay O(1).

@@ -1,8 +1,8 @@
 """Which pod an eviction alert means, and the decision for it, under the same rules the node agent obeys.
 
 Only pods on the alert's node are ever chosen. The agent judges quota (and every other finding) per node, so a
-tenant over quota on node-a is relieved only by a pod on node-a: choosing among the tenant's pods cluster-wide once
-dry-run-evicted a low-priority pod on node-b for a breach on node-a (issue #9). An eviction alert without `node` is
+tenant over quota on node-a is relieved only by a pod on node-a, never by the tenant's lowest-priority pod on
+node-b (docs/alerting.md, "Per node"). An eviction alert without `node` is
 refused before anything is listed (`unplaced`; the webhook answers 400). When the alert also names a device
 (`gpu_uuid` / `mig_uuid`, a breach on one GPU), it must name the pod too: the API server does not record which
 device a pod was given (only the node's kubelet does, in its PodResources socket), so the controller cannot pick

@@ -1,10 +1,10 @@
 """One tick as every finding source sees it, built once, and the protocol a finding source implements.
 
-Pure (no I/O, no logging). Every detector used to be handed its own selection of the tick's devices, domains and
-pools in one expression; here the detector builds one frozen ``TickView`` per tick and hands the same view to
-every registered source (``detector.SOURCES``). Building a part of the view is fenced like a source is: a part
-that cannot be built is ``None`` and is named in ``failures``, the sources that need it are skipped (their state
-untouched), and the sources that do not still run: an Xid needs the sample alone.
+Pure (no I/O, no logging). The detector builds one frozen ``TickView`` per tick (devices, domains, pools) and
+hands the same view to every registered source (``detector.SOURCES``), so no source selects its own share of the
+tick. Building a part of the view is fenced like a source is: a part that cannot be built is ``None`` and is named
+in ``failures``, the sources that need it are skipped (their state untouched), and the sources that do not still
+run: an Xid needs the sample alone.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Detection (who contends with whom, whose memory grows, which tenant is over quota) and publishing (the per-pod
 series of a shared GPU) read the same sums, so a finding and a dashboard can never disagree about a pod's use.
-Each stage used to sum the processes itself. The sums depend on which PIDs the attribution gives to which pod, and
+The sums depend on which PIDs the attribution gives to which pod, and
 the service may take a PID back after the join (a process held back until the kubelet confirms its pod), so
 ``Attribution.usage`` derives them from its own ``processes`` on first read rather than storing a copy that
 could go stale.

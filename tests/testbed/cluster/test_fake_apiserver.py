@@ -8,7 +8,7 @@ import aiohttp
 import pytest
 from kubernetes.aio import client as k8s
 
-from watchdog.testbed.cluster.apiserver import FakeApiServer
+from tests.fake_api import FakeApi
 from watchdog.kube.errors import KubeConflict, KubeForbidden, KubeRejected
 
 
@@ -89,15 +89,15 @@ async def test_watch_replays_from_a_version_and_410s_when_too_old(server):
     assert "too old resource version" in error["object"]["message"]
 
 
-async def test_watch_timeout_and_periodic_bookmarks():
-    async with FakeApiServer(bookmark_interval=0.05) as server:
-        server.add_pod(namespace="ml", name="a")
-        events = await watch_lines(server.url, count=3, resourceVersion=server.resource_version,
-                                   allowWatchBookmarks="true", timeoutSeconds=1)
-        assert [e["type"] for e in events] == ["BOOKMARK"] * 3
-        assert events[0]["object"]["metadata"] == {"resourceVersion": server.resource_version}
-        ended = await watch_lines(server.url, count=100, resourceVersion=server.resource_version, timeoutSeconds=1)
-        assert ended == []  # no bookmarks unless asked; the stream ends at timeoutSeconds
+async def test_watch_timeout_and_periodic_bookmarks(fake_api: FakeApi):
+    server = await fake_api.server(bookmark_interval=0.05)
+    server.add_pod(namespace="ml", name="a")
+    events = await watch_lines(server.url, count=3, resourceVersion=server.resource_version,
+                               allowWatchBookmarks="true", timeoutSeconds=1)
+    assert [e["type"] for e in events] == ["BOOKMARK"] * 3
+    assert events[0]["object"]["metadata"] == {"resourceVersion": server.resource_version}
+    ended = await watch_lines(server.url, count=100, resourceVersion=server.resource_version, timeoutSeconds=1)
+    assert ended == []  # no bookmarks unless asked; the stream ends at timeoutSeconds
 
 
 async def test_label_filtered_watch_sees_a_relabel_as_deleted(server, api):
@@ -122,13 +122,13 @@ async def test_graceful_and_immediate_deletion(server, api):
         ("MODIFIED", "slow"), ("DELETED", "fast"), ("DELETED", "slow")]
 
 
-async def test_instant_deletes():
-    async with FakeApiServer(instant_deletes=True) as server:
-        server.add_pod(namespace="ml", name="a")
-        async with aiohttp.ClientSession() as session:
-            async with session.delete(f"{server.url}/api/v1/namespaces/ml/pods/a") as resp:
-                assert resp.status == 200
-        assert server.get_pod("ml", "a") is None
+async def test_instant_deletes(fake_api: FakeApi):
+    server = await fake_api.server(instant_deletes=True)
+    server.add_pod(namespace="ml", name="a")
+    async with aiohttp.ClientSession() as session:
+        async with session.delete(f"{server.url}/api/v1/namespaces/ml/pods/a") as resp:
+            assert resp.status == 200
+    assert server.get_pod("ml", "a") is None
 
 
 async def eviction(server, name, *, body_name=None, query="", delete_options=None):

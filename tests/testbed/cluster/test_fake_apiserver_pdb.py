@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import aiohttp
 
-from watchdog.testbed.cluster.apiserver import FakeApiServer
+from tests.fake_api import FakeApi
+from watchdog.testbed import SimClock
 
 
 async def evict(server, name, *, delete_options=None, namespace="ml"):
@@ -71,22 +72,22 @@ async def test_readiness_is_the_ready_condition_not_the_phase(server):
     assert (await evict(server, "a"))[0] == 201
 
 
-async def test_a_second_eviction_waits_for_a_ready_replacement():
-    async with FakeApiServer(instant_deletes=True) as server:
-        for index in range(3):
-            server.add_pod(namespace="ml", name=f"w{index}", labels={"app": "train"})
-        server.add_pdb(namespace="ml", name="one", selector={"app": "train"}, max_unavailable=1)
-        assert (await evict(server, "w0"))[0] == 201
-        assert server.get_pod("ml", "w0") is None
-        # The workload still wants 3 (expectedPods does not shrink with the eviction): 2 healthy, 2 needed.
-        assert budget(await pdb_status(server, "one")) == (3, 2, 2, 0)
-        status, body = await evict(server, "w1")
-        assert status == 429 and body["details"]["causes"][0]["reason"] == "DisruptionBudget"
-        server.add_pod(namespace="ml", name="w3", labels={"app": "train"}, ready=False)  # the replacement starts
-        assert (await evict(server, "w1"))[0] == 429
-        server.set_pod_ready("ml", "w3", True)
-        assert budget(await pdb_status(server, "one")) == (3, 2, 3, 1)
-        assert (await evict(server, "w1"))[0] == 201
+async def test_a_second_eviction_waits_for_a_ready_replacement(fake_api: FakeApi):
+    server = await fake_api.server(instant_deletes=True)
+    for index in range(3):
+        server.add_pod(namespace="ml", name=f"w{index}", labels={"app": "train"})
+    server.add_pdb(namespace="ml", name="one", selector={"app": "train"}, max_unavailable=1)
+    assert (await evict(server, "w0"))[0] == 201
+    assert server.get_pod("ml", "w0") is None
+    # The workload still wants 3 (expectedPods does not shrink with the eviction): 2 healthy, 2 needed.
+    assert budget(await pdb_status(server, "one")) == (3, 2, 2, 0)
+    status, body = await evict(server, "w1")
+    assert status == 429 and body["details"]["causes"][0]["reason"] == "DisruptionBudget"
+    server.add_pod(namespace="ml", name="w3", labels={"app": "train"}, ready=False)  # the replacement starts
+    assert (await evict(server, "w1"))[0] == 429
+    server.set_pod_ready("ml", "w3", True)
+    assert budget(await pdb_status(server, "one")) == (3, 2, 3, 1)
+    assert (await evict(server, "w1"))[0] == 201
 
 
 async def test_a_graceful_eviction_still_counts_against_the_budget_once_the_pod_is_gone(server):
@@ -110,21 +111,21 @@ async def test_expected_pods_can_be_given_as_the_workload_scale(server):
     assert (await evict(server, "w0"))[0] == 201
 
 
-async def test_evicted_pod_is_recorded_in_disrupted_pods_until_it_goes_or_times_out():
-    now = [1_800_000_000.0]
-    async with FakeApiServer(clock=lambda: now[0]) as server:
-        pods = [server.add_pod(namespace="ml", name=f"w{i}", labels={"app": "x"}) for i in range(3)]
-        server.add_pdb(namespace="ml", name="one", selector={"app": "x"}, min_available=1)
-        # The budget is spent (checkAndDecrement writes disruptedPods) before the delete, whose uid precondition
-        # then fails: the pod stays, but the controller does not count it healthy for DeletionTimeout (2 min).
-        status, body = await evict(server, "w0", delete_options={"preconditions": {"uid": "not-w0"}})
-        assert status == 409
-        pdb = await pdb_status(server, "one")
-        assert list(pdb["disruptedPods"]) == ["w0"]
-        assert budget(pdb) == (3, 1, 2, 1)
-        now[0] += 121
-        pdb = await pdb_status(server, "one")
-        assert "disruptedPods" not in pdb and budget(pdb) == (3, 1, 3, 2)
-        uid = pods[1]["metadata"]["uid"]
-        assert (await evict(server, "w1", delete_options={"preconditions": {"uid": uid}}))[0] == 201
-        assert "disruptedPods" not in await pdb_status(server, "one")  # terminating: dropped from the map
+async def test_evicted_pod_is_recorded_in_disrupted_pods_until_it_goes_or_times_out(fake_api: FakeApi):
+    clock = SimClock(1_800_000_000.0)
+    server = await fake_api.server(clock=clock)
+    pods = [server.add_pod(namespace="ml", name=f"w{i}", labels={"app": "x"}) for i in range(3)]
+    server.add_pdb(namespace="ml", name="one", selector={"app": "x"}, min_available=1)
+    # The budget is spent (checkAndDecrement writes disruptedPods) before the delete, whose uid precondition
+    # then fails: the pod stays, but the controller does not count it healthy for DeletionTimeout (2 min).
+    status, body = await evict(server, "w0", delete_options={"preconditions": {"uid": "not-w0"}})
+    assert status == 409
+    pdb = await pdb_status(server, "one")
+    assert list(pdb["disruptedPods"]) == ["w0"]
+    assert budget(pdb) == (3, 1, 2, 1)
+    clock.advance(121)
+    pdb = await pdb_status(server, "one")
+    assert "disruptedPods" not in pdb and budget(pdb) == (3, 1, 3, 2)
+    uid = pods[1]["metadata"]["uid"]
+    assert (await evict(server, "w1", delete_options={"preconditions": {"uid": uid}}))[0] == 201
+    assert "disruptedPods" not in await pdb_status(server, "one")  # terminating: dropped from the map

@@ -18,6 +18,7 @@ from urllib.parse import quote
 import aiohttp
 import pytest
 
+from tests.fake_api import FakeApi
 from watchdog.testbed.cluster.apiserver import FakeApiServer
 from watchdog.testbed.cluster.apiserver_discovery import AGGREGATED
 
@@ -59,11 +60,11 @@ class Kubectl:
 
 
 @pytest.fixture
-async def cluster():
-    async with FakeApiServer(deletion_delay=0.2) as fake:  # graceful deletions complete quickly
-        fake.add_node("node-1")
-        fake.add_node("node-2")
-        yield fake
+async def cluster(fake_api: FakeApi) -> FakeApiServer:
+    fake = await fake_api.server(deletion_delay=0.2)  # graceful deletions complete quickly
+    fake.add_node("node-1")
+    fake.add_node("node-2")
+    return fake
 
 
 @pytest.fixture
@@ -112,17 +113,18 @@ async def test_discovery_in_both_formats(cluster, kubectl):
     assert (entry["group"], entry["version"], entry["kind"]) == ("policy", "v1", "Eviction")
 
 
-async def test_kubectl_reads_aggregated_discovery_first_and_legacy_when_that_is_all(cluster, kubectl, tmp_path):
+async def test_kubectl_reads_aggregated_discovery_first_and_legacy_when_that_is_all(cluster, kubectl, tmp_path,
+                                                                                   fake_api: FakeApi):
     await kubectl.ok("get", "pdb", "-A")
     discovery = {path for _, path, _ in cluster.requests if not path.endswith("poddisruptionbudgets")}
     assert discovery == {"/api", "/apis"}  # one aggregated answer each, no per-group-version documents
-    async with FakeApiServer(aggregated_discovery=False) as old:
-        old.add_pod(namespace="ml", name="train-0")
-        legacy = Kubectl(old.write_kubeconfig(tmp_path / "old"), tmp_path / "old-home")
-        assert "train-0" in await legacy.ok("get", "pods", "-n", "ml")
-        assert "pdb" in await legacy.ok("api-resources")
-        paths = {path for _, path, _ in old.requests}
-        assert {"/api", "/apis", "/api/v1", "/apis/policy/v1", "/apis/coordination.k8s.io/v1"} <= paths
+    old = await fake_api.server(aggregated_discovery=False)
+    old.add_pod(namespace="ml", name="train-0")
+    legacy = Kubectl(old.write_kubeconfig(tmp_path / "old"), tmp_path / "old-home")
+    assert "train-0" in await legacy.ok("get", "pods", "-n", "ml")
+    assert "pdb" in await legacy.ok("api-resources")
+    paths = {path for _, path, _ in old.requests}
+    assert {"/api", "/apis", "/api/v1", "/apis/policy/v1", "/apis/coordination.k8s.io/v1"} <= paths
 
 
 async def test_every_discovered_resource_is_served(cluster):
