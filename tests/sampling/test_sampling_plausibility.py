@@ -6,9 +6,12 @@ import dataclasses
 import math
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.sampling.plausibility_helpers import GIB, gpu, mig, node, replace_gpu, replace_mig, shared_gpu, xid
-from watchdog.model import ProcessSample
+from watchdog.model import GpuSample, MigSample, ProcessSample
+from watchdog.model import plausibility_checks as full
 from watchdog.model.plausibility import CHECKS, PlausibilityGate
 
 MEMORY = ("memory_total_bytes", "memory_used_bytes", "memory_reserved_bytes")
@@ -253,3 +256,45 @@ def test_a_huge_value_is_refused_with_bounded_text() -> None:
 
 def test_every_check_is_named_in_checks() -> None:
     assert set(CHECKS) == {"identity", "continuity", "memory", "ratio", "clock", "power", "temperature", "pcie", "xid"}
+
+
+# The straight-line fast paths (``_plausible_gpu``, ``_plausible_mig``) must say "plausible" exactly when the full
+# checks would refuse nothing: a reading they let through unchecked would reach detection.
+
+
+_EDGES = st.one_of(st.none(), st.sampled_from([-1.0, 0.0, 0.5, 1.0, 1.0001, 1.5, 99.0, 151.0, -41.0, 5e3, 5001.0,
+                                               1e4, 10001.0, 256e9, 3e11, float("nan"), float("inf")]))
+_BYTES = st.one_of(st.none(), st.sampled_from([-1, 0, 1, 10 << 30, 40 << 30, 80 << 30, 1 << 50, 10**30]))
+
+
+@settings(max_examples=400, deadline=None)
+@given(total=_BYTES, used=_BYTES, reserved=_BYTES, gpu_util=_EDGES, memory_util=_EDGES, dram=_EDGES, sm=_EDGES,
+       power=_EDGES, limit=_EDGES, temperature=_EDGES, clock=_EDGES, maximum=_EDGES, tx=_EDGES, rx=_EDGES,
+       link=_EDGES, reasons=st.one_of(st.none(), st.sampled_from([-1, 0, 7, 1 << 64])))
+def test_the_fast_gpu_check_agrees_with_the_full_one(total, used, reserved, gpu_util, memory_util, dram, sm, power,
+                                                     limit, temperature, clock, maximum, tx, rx, link, reasons):
+    gpu = GpuSample(index=0, uuid="GPU-x", name="H100", memory_total_bytes=total, memory_used_bytes=used,
+                    memory_reserved_bytes=reserved, gpu_util=gpu_util, memory_util=memory_util, dram_bw_util=dram,
+                    sm_util=sm, power_watts=power, power_limit_watts=limit, temperature_celsius=temperature,
+                    sm_clock_mhz=clock, sm_clock_max_mhz=maximum, clock_event_reasons=reasons,
+                    pcie_tx_bytes_per_second=tx, pcie_rx_bytes_per_second=rx, pcie_link_bytes_per_second=link)
+    found = full.Found()
+    full.check_gpu(gpu, (), found)
+    refused = bool(found.rejections)
+    fast = full._plausible_gpu(gpu)
+    assert fast != refused, (fast, found.rejections)
+
+
+@settings(max_examples=300, deadline=None)
+@given(total=_BYTES, used=_BYTES, reserved=_BYTES, dram=_EDGES, sm=_EDGES, occupancy=_EDGES, tx=_EDGES, rx=_EDGES)
+def test_the_fast_instance_check_agrees_with_the_full_one(total, used, reserved, dram, sm, occupancy, tx, rx):
+    gpu = GpuSample(index=0, uuid="GPU-x", name="H100", mig_enabled=True, memory_total_bytes=80 << 30,
+                    pcie_link_bytes_per_second=63e9)
+    mig = MigSample(uuid="MIG-x", gpu_index=0, gpu_instance=1, compute_instance=0, profile="1g.10gb",
+                    memory_total_bytes=total, memory_used_bytes=used, memory_reserved_bytes=reserved,
+                    dram_bw_util=dram, sm_util=sm, sm_occupancy=occupancy, pcie_tx_bytes_per_second=tx,
+                    pcie_rx_bytes_per_second=rx)
+    found = full.Found()
+    full.check_gpu(gpu, (mig,), found)
+    assert full._plausible_mig(mig, (80 << 30) + full.MEMORY_SLACK_BYTES,
+                                 full.PCIE_MARGIN * 63e9) != bool(found.rejections), found.rejections

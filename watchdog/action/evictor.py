@@ -22,16 +22,15 @@ never escalates a decision already in flight: dry-run at decision time stays dry
 from __future__ import annotations
 
 import logging
-from collections import Counter
-from dataclasses import replace
 from typing import Callable, Iterable, Mapping, Protocol
 
-from watchdog.action.audit import AuditLog, audit_record
+from watchdog.action.audit import AuditLog
 from watchdog.action.eligibility import Refusal, protection, refusal
+from watchdog.action.ledger import Ledger
 from watchdog.action.pacing import IN_FLIGHT, Pacer
 from watchdog.action.send_budget import SendBudget, take_slot
 from watchdog.config.action import ActionPolicy
-from watchdog.model import (ActionOutcome, ActionRecord, ActionReport, Decision, EvictionRequest, EvictionResult, Mode,
+from watchdog.model import (ActionOutcome, ActionReport, Decision, EvictionRequest, EvictionResult, Mode,
                             PodInfo, PodRef)
 
 log = logging.getLogger(__name__)
@@ -129,19 +128,11 @@ class Evictor:
         self._budget = budget
         self._recheck_pods = recheck_pods
         self._component = component
-        self._counts: Counter[tuple[str, str, str]] = Counter()
+        self._ledger = Ledger(audit=audit, node=node)
         self._error_streak = 0
         self._hold_until = float("-inf")
         self._hold_why = ""
         self.event_failures = 0
-        # A standing finding is decided again every cycle; a refusal that merely repeats (pending, cooldown, …) is
-        # counted and audited once per change, so counters and the audit log track decisions, not ticks. Keyed by
-        # (finding, pod): one Xid drain decides about several pods of the same finding.
-        self._standing: dict[tuple[str, str], EvictionResult] = {}
-        self._last_attempt: dict[tuple[str, str], EvictionResult] = {}
-        self._seen: set[tuple[str, str]] = set()
-        self._counted: list[ActionRecord] = []  # results counted since the last settle() or drain()
-        self._sent_outcomes: list[ActionOutcome] = []  # outcomes of send() since the last settle() or drain()
 
     @property
     def mode(self) -> Mode:
@@ -150,7 +141,7 @@ class Evictor:
     @property
     def counts(self) -> Mapping[tuple[str, str, str], int]:
         """(result, reason, namespace) → how many decisions ended so; for gpu_watchdog_evictions_total."""
-        return dict(self._counts)
+        return self._ledger.snapshot_counts()
 
     def set_policy(self, policy: ActionPolicy) -> None:
         self._policy = policy
@@ -161,7 +152,7 @@ class Evictor:
         The agent does not call this in its loop: it settles each cycle at once and sends from a queue beside the
         tick (action/stage.py), so the tick never waits on the API server."""
         outcomes = []
-        self._seen = set()
+        self._ledger.begin_cycle()
         decided_at = self._monotonic()
         for decision in decisions:
             if decision.result is None and decision.request is not None:
@@ -170,45 +161,31 @@ class Evictor:
                 outcome = self._settle_one(decision)
             if outcome is not None:
                 outcomes.append(outcome)
-        self._forget_unseen()
-        counted, self._counted = tuple(self._counted), []
-        return ActionReport(outcomes=tuple(outcomes), counted=counted)
+        self._ledger.end_cycle()
+        return ActionReport(outcomes=tuple(outcomes), counted=self._ledger.drain().counted)
 
     def settle(self, decisions: Iterable[Decision]) -> tuple[ActionReport, list[Decision]]:
         """One cycle's decisions, without I/O: every one that ends here gets its result (counted, audited); those
         that need the API server are handed back, to go to `send`. The report also carries every send finished
         since the previous call."""
-        finished = self.drain()
+        finished = self._ledger.drain()
         outcomes = list(finished.outcomes)
-        counted = list(finished.counted)
-        self._seen = set()
+        self._ledger.begin_cycle()
         to_send: list[Decision] = []
         for decision in decisions:
-            key = (decision.finding_key, decision.pod)
             if decision.result is EvictionResult.COOLDOWN and decision.detail == IN_FLIGHT:
-                self._seen.add(key)  # its send is queued: that send reports it
+                self._ledger.see(decision)  # its send is queued: that send reports it
                 continue
             if self._needs_send(decision):
-                self._seen.add(key)
+                self._ledger.see(decision)
                 to_send.append(decision)
                 continue
             outcome = self._settle_one(decision)
             if outcome is not None:
                 outcomes.append(outcome)
-        self._forget_unseen()
-        counted.extend(self._counted)
-        self._counted = []
-        return ActionReport(outcomes=tuple(outcomes), counted=tuple(counted)), to_send
-
-    def _forget_unseen(self) -> None:
-        self._standing = {key: value for key, value in self._standing.items() if key in self._seen}
-        self._last_attempt = {key: value for key, value in self._last_attempt.items() if key in self._seen}
-
-    def drain(self) -> ActionReport:
-        """What `send` finished since the last drain (or settle)."""
-        outcomes, self._sent_outcomes = tuple(self._sent_outcomes), []
-        counted, self._counted = tuple(self._counted), []
-        return ActionReport(outcomes=outcomes, counted=counted)
+        self._ledger.end_cycle()
+        counted = finished.counted + self._ledger.drain().counted
+        return ActionReport(outcomes=tuple(outcomes), counted=counted), to_send
 
     def _needs_send(self, decision: Decision) -> bool:
         """A request pacing let through, in a mode that talks to the API server, while nothing stops it now."""
@@ -224,25 +201,24 @@ class Evictor:
         now = self._clock()
         if decision.result is not None or request is None:
             result = decision.result or EvictionResult.NO_CANDIDATE
-            return self._account(decision, result, detail=decision.detail, now=now, mode=mode)
+            return self._ledger.account(decision, result, detail=decision.detail, now=now, mode=mode)
         if self._switched_on():
-            return self._account(decision, EvictionResult.PAUSED, detail="kill switch is on", now=now, mode=mode)
+            return self._ledger.account(decision, EvictionResult.PAUSED, detail="kill switch is on", now=now, mode=mode)
         if self._monotonic() < self._hold_until:
             detail = f"holding off {self._hold_until - self._monotonic():.0f}s after {self._hold_why}"
-            return self._account(decision, EvictionResult.RATE_LIMITED, detail=detail, now=now, mode=mode)
+            return self._ledger.account(decision, EvictionResult.RATE_LIMITED, detail=detail, now=now, mode=mode)
         if mode is Mode.OBSERVE:
             self._pacer.record(request, EvictionResult.OBSERVED, now=self._monotonic())
             detail = "observe mode: nothing sent"
-            return self._account(decision, EvictionResult.OBSERVED, detail=detail, now=now, mode=mode, sent=True)
-        return self._account(decision, EvictionResult.ERROR, detail="no Kubernetes API", now=now, mode=mode)
+            return self._ledger.account(decision, EvictionResult.OBSERVED, detail=detail, now=now, mode=mode, sent=True)
+        return self._ledger.account(decision, EvictionResult.ERROR, detail="no Kubernetes API", now=now, mode=mode)
 
     async def send(self, decision: Decision, *, decided_at: float) -> ActionOutcome | None:
         """Send one request `settle` handed back; `decided_at`: the pacing (monotonic) time of the tick it was
         decided on. Too old a decision (`max_decision_age_seconds`) is dropped as stale, checked first and again
         after the last await before the POST."""
         outcome = await self._send_one(decision, decided_at=decided_at)
-        if outcome is not None:
-            self._sent_outcomes.append(outcome)
+        self._ledger.sent(outcome)
         return outcome
 
     async def _send_one(self, decision: Decision, *, decided_at: float) -> ActionOutcome | None:
@@ -254,18 +230,20 @@ class Evictor:
             return stale if stale is not None else self._settle_one(decision)
         blocked = await self._confirm_switch()
         if blocked:
-            return self._account(decision, EvictionResult.PAUSED, detail=blocked, now=self._clock(), mode=mode)
+            return self._ledger.account(decision, EvictionResult.PAUSED, detail=blocked, now=self._clock(), mode=mode)
         spent = await take_slot(self._budget, request.pod.key)  # taken before the re-read: never given back
         if spent:
             self._pacer.hold(request, now=self._monotonic())  # not one budget GET per cycle for a standing decision
-            return self._account(decision, EvictionResult.RATE_LIMITED, detail=spent, now=self._clock(), mode=mode)
+            return self._ledger.account(decision, EvictionResult.RATE_LIMITED, detail=spent, now=self._clock(),
+                                        mode=mode)
         fresh: PodInfo | None = None
         if self._recheck_pods:
             fresh, failure = await self._reread(request)
             if failure is not None:
                 return self._failed_reread(decision, failure, mode=mode)
         # No await from here to the POST: what is checked now is what the request goes out under.
-        stopped = self._stale(decision, decided_at, mode=mode) or self._stopped_since_decided(decision, fresh, mode=mode)
+        stopped = (self._stale(decision, decided_at, mode=mode)
+                   or self._stopped_since_decided(decision, fresh, mode=mode))
         if stopped is not None:
             return stopped
         dry_run = mode is Mode.DRY_RUN or self._policy.mode is Mode.DRY_RUN
@@ -273,12 +251,12 @@ class Evictor:
         result, status, detail, retry_after = await self._send(request, dry_run=dry_run)
         self._pacer.record(request, result, now=self._monotonic(), retry_after=retry_after)
         self._note_errors(result, self._monotonic(), retry_after)
-        outcome = self._account(decision, result, detail=detail, now=self._clock(), mode=mode, http_status=status,
-                                sent=True)
+        outcome = self._ledger.account(decision, result, detail=detail, now=self._clock(), mode=mode,
+                                       http_status=status, sent=True)
         key = (decision.finding_key, decision.pod)
         # A failure repeated attempt after attempt is one Event per streak, as a standing refusal is one count.
-        repeated_error = result is EvictionResult.ERROR and self._last_attempt.get(key) is EvictionResult.ERROR
-        self._last_attempt[key] = result
+        repeated_error = result is EvictionResult.ERROR and self._ledger.last_attempt.get(key) is EvictionResult.ERROR
+        self._ledger.last_attempt[key] = result
         if result in EVENT_REASONS and not repeated_error:
             await self._announce(request, result, mode, detail)
         return outcome
@@ -289,7 +267,8 @@ class Evictor:
         if age <= limit:
             return None
         detail = f"decided {age:.1f}s ago, over max_decision_age_seconds ({limit:g}s): not sent on an old reading"
-        return self._account(decision, EvictionResult.STALE, detail=detail, now=self._clock(), mode=mode, sent=True)
+        return self._ledger.account(decision, EvictionResult.STALE, detail=detail, now=self._clock(), mode=mode,
+                                    sent=True)
 
     def _switched_on(self) -> bool:
         """The pause as last known, without a read: for every decision, including observe mode's."""
@@ -309,7 +288,7 @@ class Evictor:
         assert decision.request is not None
         self._pacer.record(decision.request, EvictionResult.ERROR, now=self._monotonic())
         self._note_errors(EvictionResult.ERROR, self._monotonic(), None)
-        return self._account(decision, EvictionResult.ERROR, detail=failure, now=self._clock(), mode=mode)
+        return self._ledger.account(decision, EvictionResult.ERROR, detail=failure, now=self._clock(), mode=mode)
 
     def _stopped_since_decided(self, decision: Decision, fresh: PodInfo | None, *, mode: Mode) -> ActionOutcome | None:
         """The outcome when the policy as it is now, or the pod as re-read, no longer allows the send; else None."""
@@ -320,7 +299,7 @@ class Evictor:
         if policy.mode is Mode.OBSERVE:
             self._pacer.record(request, EvictionResult.OBSERVED, now=pacing_now)
             detail = "observe mode (policy reloaded before the send): nothing sent"
-            return self._account(decision, EvictionResult.OBSERVED, detail=detail, now=now, mode=Mode.OBSERVE,
+            return self._ledger.account(decision, EvictionResult.OBSERVED, detail=detail, now=now, mode=Mode.OBSERVE,
                                  sent=True)
         refused = _request_refusal(request, policy)
         if self._recheck_pods:
@@ -328,14 +307,14 @@ class Evictor:
                 what = "no longer exists" if fresh is None else f"was replaced (uid {fresh.uid})"
                 self._pacer.record(request, EvictionResult.GONE, now=pacing_now)
                 detail = f"re-read before sending: {request.pod.key} {what}"
-                return self._account(decision, EvictionResult.GONE, detail=detail, now=now, mode=mode)
+                return self._ledger.account(decision, EvictionResult.GONE, detail=detail, now=now, mode=mode)
             self._pacer.learn(fresh)
             refused = refusal(fresh, policy) or refused
         if refused is None:
             return None
         self._pacer.hold(request, now=pacing_now)  # its stale decision comes back next cycle: not one GET per cycle
         detail = f"re-checked before sending: {refused.detail}"
-        return self._account(decision, refused.result, detail=detail, now=now, mode=mode)
+        return self._ledger.account(decision, refused.result, detail=detail, now=now, mode=mode)
 
     async def _confirm_switch(self) -> str | None:
         """Right before a send: re-read the switch; an unknown or unreadable switch stops the send."""
@@ -408,48 +387,9 @@ class Evictor:
         if not ok:
             self.event_failures += 1
 
-    def _account(
-        self,
-        decision: Decision,
-        result: EvictionResult,
-        *,
-        detail: str,
-        now: float,
-        mode: Mode,
-        http_status: int | None = None,
-        sent: bool = False,
-    ) -> ActionOutcome | None:
-        request = decision.request
-        namespace = decision.namespace or (request.pod.namespace if request else "")
-        reason = request.reason if request else decision.reason
-        outcome = None
-        if request is not None:
-            outcome = ActionOutcome(request, result, mode, now, detail=detail, http_status=http_status)
-        key = (decision.finding_key, decision.pod)
-        self._seen.add(key)
-        if not sent and self._standing.get(key) is result:
-            return outcome  # the same refusal as last cycle: already counted and audited
-        self._standing[key] = result
-        self._counts[(result.value, reason, namespace)] += 1
-        self._counted.append(ActionRecord(
-            result=result, reason=reason, namespace=namespace, pod=decision.pod or (request.pod.name if request else ""),
-            finding_key=decision.finding_key, finding_kind=decision.finding_kind, mode=mode, timestamp=now,
-            detail=detail, uid=request.pod.uid if request else "", http_status=http_status,
-        ))
-        final = decision if decision.result is result else _with_result(decision, result, detail)
-        self._audit.write(audit_record(timestamp=now, node=self._node, mode=mode, decision=final, outcome=outcome))
-        if result in (EvictionResult.EVICTED, EvictionResult.DRY_RUN, EvictionResult.BLOCKED_PDB, EvictionResult.ERROR):
-            log.info("eviction %s %s/%s: %s", result.value, namespace, decision.pod, detail)
-        return outcome
-
-
 def _request_refusal(request: EvictionRequest, policy: ActionPolicy) -> Refusal | None:
     """What the current policy refuses from the request alone (its namespace and priority), with no pod re-read."""
     stand_in = PodInfo(uid=request.pod.uid, namespace=request.pod.namespace, name=request.pod.name,
                        priority=request.priority)
     protected = protection(stand_in, policy)
     return Refusal(EvictionResult.PROTECTED, protected) if protected else None
-
-
-def _with_result(decision: Decision, result: EvictionResult, detail: str) -> Decision:
-    return replace(decision, result=result, detail=detail)

@@ -61,10 +61,11 @@ class QuotaDetector:
         self._tick, self._timestamp = tick, view.timestamp
         self._refs = {ref.key: ref for device in devices for ref in device.pods}
         self._drop_unconfigured()
-        self._memory(pools, attribution, present={device.uuid for device in devices})
-        self._dram(devices)
-        if attribution.healthy:  # instance counts come from the kubelet's assignments: only trust a fresh list
-            self._instances(devices, attribution)
+        if policy.tenants:  # per-tenant sums only when some tenant has a quota (most nodes: none)
+            self._memory(pools, attribution, present={device.uuid for device in devices})
+            self._dram(devices)
+            if attribution.healthy:  # instance counts come from the kubelet's assignments: only trust a fresh list
+                self._instances(devices, attribution)
         self._warnings(pools)
         findings = []
         for key, entry in list(self._open.items()):

@@ -5,8 +5,9 @@ to evict at this tick". They must use the real detector, the real rules and the 
 token bucket) and the policy exactly as the agent overlays it at runtime, or an offline report would promise
 evictions the agent never makes. So they go through watchdog.action's `effective_policy` and
 ``service.tick_path.plan_tick``, the function the live cycle calls. The one thing they cannot do is call the
-Eviction API; a request that reaches that point is given the result its mode stands for (`would_be`: observe → observed, dry-run → dry_run, enforce → evicted, as if
-the API server accepted) and fed back to the pacer the way the evictor would, so cooldowns start exactly as live.
+Eviction API; a request that reaches that point is given the result its mode stands for (`would_be`: observe →
+observed, dry-run → dry_run, enforce → evicted, as if the API server accepted) and fed back to the pacer the way
+the evictor would, so cooldowns start exactly as live.
 """
 
 from __future__ import annotations

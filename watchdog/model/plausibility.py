@@ -118,9 +118,18 @@ class PlausibilityGate:
         instances = gpu.instances
         if not instances:
             return instances, True
-        pairs = _repeated([(mig.gpu_instance, mig.compute_instance) for mig in instances])
         layout = self._layouts.get(gpu.uuid)
         index, parent = gpu.index, gpu.uuid
+        if layout is not None and len(layout) == len(instances):
+            # Every device where the established layout has it: that layout's ids were checked when it was
+            # established (in range, one device per GI/CI pair), so only the UUIDs and the parent index are new.
+            for mig in instances:
+                if (mig.uuid in uuids or mig.gpu_index != index
+                        or layout.get(mig.uuid) != (parent, mig.gpu_instance, mig.compute_instance, mig.profile)):
+                    break
+            else:
+                return instances, True
+        pairs = _repeated([(mig.gpu_instance, mig.compute_instance) for mig in instances])
         kept, clean = [], True
         for mig in instances:
             gi, ci = mig.gpu_instance, mig.compute_instance

@@ -165,6 +165,41 @@ def _plausible_mig(mig: MigSample, ceiling: int, pcie: float) -> bool:
     return True
 
 
+def _plausible_gpu(gpu: GpuSample) -> bool:
+    """Every GPU-level reading in range, its processes too (the checks of ``check_gpu`` without their messages)."""
+    total, used, reserved = gpu.memory_total_bytes, gpu.memory_used_bytes, gpu.memory_reserved_bytes
+    if not ((total is None or 1 <= total <= MAX_MEMORY_BYTES) and (used is None or 0 <= used <= MAX_MEMORY_BYTES)
+            and (reserved is None or 0 <= reserved <= MAX_MEMORY_BYTES)
+            and (total is None or (used or 0) + (reserved or 0) <= total + MEMORY_SLACK_BYTES)):
+        return False
+    # _GPU_RANGES written out: this runs for every GPU on every tick.
+    low_t, high_t = TEMPERATURE_CELSIUS
+    gpu_util, memory_util, dram, sm = gpu.gpu_util, gpu.memory_util, gpu.dram_bw_util, gpu.sm_util
+    power, limit, temperature = gpu.power_watts, gpu.power_limit_watts, gpu.temperature_celsius
+    clock, maximum, reasons, link = gpu.sm_clock_mhz, gpu.sm_clock_max_mhz, gpu.clock_event_reasons, \
+        gpu.pcie_link_bytes_per_second
+    if not ((gpu_util is None or 0.0 <= gpu_util <= 1.0) and (memory_util is None or 0.0 <= memory_util <= 1.0)
+            and (dram is None or 0.0 <= dram <= 1.0) and (sm is None or 0.0 <= sm <= 1.0)
+            and (power is None or 0.0 <= power <= MAX_POWER_WATTS)
+            and (limit is None or 1.0 <= limit <= MAX_POWER_WATTS)
+            and (temperature is None or low_t <= temperature <= high_t)
+            and (clock is None or 1.0 <= clock <= MAX_CLOCK_MHZ)
+            and (maximum is None or 1.0 <= maximum <= MAX_CLOCK_MHZ)
+            and (reasons is None or 0 <= reasons <= _MAX_MASK)
+            and (link is None or 0.0 <= link <= MAX_PCIE_BYTES_PER_SECOND)):
+        return False
+    if clock is not None and maximum is not None and clock > maximum * CLOCK_MARGIN:
+        return False
+    if power is not None and limit is not None and power > limit * POWER_MARGIN:
+        return False
+    pcie = MAX_PCIE_BYTES_PER_SECOND if not link else PCIE_MARGIN * link
+    tx, rx = gpu.pcie_tx_bytes_per_second, gpu.pcie_rx_bytes_per_second
+    if not ((tx is None or 0.0 <= tx <= pcie) and (rx is None or 0.0 <= rx <= pcie)):
+        return False
+    high = MAX_MEMORY_BYTES if total is None else total + MEMORY_SLACK_BYTES
+    return all(_plausible_process(proc, high) for proc in gpu.processes)
+
+
 def _mig(mig: MigSample, found: Found, *, gpu_total: int | None, link: float | None) -> MigSample:
     changes: dict[str, Any] = {}
     device = mig.uuid
@@ -179,6 +214,13 @@ def _mig(mig: MigSample, found: Found, *, gpu_total: int | None, link: float | N
 
 def check_gpu(gpu: GpuSample, instances: tuple[MigSample, ...], found: Found) -> GpuSample:
     """``gpu`` with ``instances`` (already admitted on identity) and every implausible reading set to None."""
+    if _plausible_gpu(gpu):  # the common case, in straight-line code: only the instances are left to check
+        total, link = gpu.memory_total_bytes, gpu.pcie_link_bytes_per_second
+        ceiling = MAX_MEMORY_BYTES if total is None else total + MEMORY_SLACK_BYTES
+        pcie = MAX_PCIE_BYTES_PER_SECOND if not link else PCIE_MARGIN * link
+        admitted = tuple([mig if _plausible_mig(mig, ceiling, pcie) else _mig(mig, found, gpu_total=total, link=link)
+                          for mig in instances])
+        return gpu if admitted == gpu.instances else dataclasses.replace(gpu, instances=admitted)
     device = gpu.uuid
     changes: dict[str, Any] = {}
     total = _memory(gpu, device, found, changes, ceiling=None)

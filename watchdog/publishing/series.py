@@ -83,23 +83,19 @@ class Owners:
             containers = {ref.container or "" for ref in refs}
             container = containers.pop() if len(containers) == 1 else ""
             labels = (refs[0].namespace, refs[0].name, container)
-            tenant = self.index.tenant_of(refs[0])
+            if self._with_tenant:
+                labels = labels + (self.index.tenant_of(refs[0]),)
         else:
-            labels, tenant = NO_OWNER, ""
-        if self._with_tenant:
-            labels = labels + (tenant,)
+            labels = NO_OWNER + ("",) if self._with_tenant else NO_OWNER
         self._device_cache[device_uuid] = labels
         return labels
 
     def pod_labels(self, ref: PodRef | None) -> tuple[str, ...]:
         """(namespace, pod, container[, tenant]) of a process's pod; empty strings when no pod owns it."""
         if ref is None:
-            labels = NO_OWNER
-            tenant = ""
-        else:
-            labels = (ref.namespace, ref.name, ref.container or "")
-            tenant = self.index.tenant_of(ref)
-        return labels + (tenant,) if self._with_tenant else labels
+            return NO_OWNER + ("",) if self._with_tenant else NO_OWNER
+        labels = (ref.namespace, ref.name, ref.container or "")
+        return labels + (self.index.tenant_of(ref),) if self._with_tenant else labels
 
 
 def with_tenant(snapshot: Snapshot) -> bool:

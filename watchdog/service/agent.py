@@ -285,7 +285,8 @@ class Agent:
     async def cycle_once(self) -> TickResult:
         step = self.clock_steps.check()
         if step is not None:  # the wall clock jumped (NTP step, VM resume): timestamps only, no guarantee moves
-            log.warning("wall clock stepped %+.1fs against the monotonic clock; cooldowns and hysteresis are unaffected",
+            log.warning("wall clock stepped %+.1fs against the monotonic clock; cooldowns and hysteresis are "
+                        "unaffected",
                         step)
             self.state.count_error("clock", "step_forward" if step > 0 else "step_backward")
         result = await self.cycle.run(self.tick)

@@ -1,9 +1,10 @@
 """What the cycle needs of each part it drives, as protocols: the wiring in ``agent`` hands it objects that have
 these, and a type checker (or a reader) sees the pipeline from this one page.
 
-sampler → attributor → detector (``detection.Detector``, through ``tick_path``) → action runner, then the sinks that report on the tick. The status sources are
-what the snapshot shows of the parts that run on their own (the kill switch, the Xid thread, the MQTT publisher, the
-flight recorder), all read through one registered-source mechanism.
+sampler → attributor → detector (``detection.Detector``, through ``tick_path``) → action runner, then the sinks
+that report on the tick. The status sources are what the snapshot shows of the parts that run on their own (the
+kill switch, the Xid thread, the MQTT publisher, the flight recorder), all read through one registered-source
+mechanism.
 """
 
 from __future__ import annotations

@@ -26,7 +26,8 @@ class Source:
 
 def kill_switch(switch) -> Source:
     """``action.killswitch.KillSwitch``: paused, and whether its state is known (no send while it is not)."""
-    return Source("kill_switch", lambda: SourceStatus({"paused": switch.paused(), "kill_switch_known": not switch.unknown}))
+    return Source("kill_switch",
+                  lambda: SourceStatus({"paused": switch.paused(), "kill_switch_known": not switch.unknown}))
 
 
 def xid_events(watcher) -> Source:

@@ -17,9 +17,10 @@ import json
 import math
 from functools import cache
 from importlib import resources
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-import jsonschema
+if TYPE_CHECKING:
+    import jsonschema
 
 try:  # the ``replay`` extra; the agent itself never needs it
     import fastjsonschema
@@ -49,6 +50,9 @@ def _definition(definition: str) -> dict[str, Any]:
 
 @cache
 def _validator(definition: str) -> jsonschema.Draft202012Validator:
+    # Imported on first use: only reading a trace needs it, and the agent only writes them (2.5 MiB resident).
+    import jsonschema
+
     return jsonschema.Draft202012Validator(_definition(definition))
 
 
@@ -76,7 +80,9 @@ def _compiled(definition: str) -> Callable[[Any], Any]:
 
 def check(instance: Any, definition: str, *, path: str, line: int) -> None:
     """Raise TraceError with jsonschema's best-matching message when ``instance`` breaks ``$defs/definition``."""
-    error = jsonschema.exceptions.best_match(_validator(definition).iter_errors(instance))
+    from jsonschema.exceptions import best_match
+
+    error = best_match(_validator(definition).iter_errors(instance))
     if error is not None:
         field = ".".join(str(part) for part in error.absolute_path) or "(line)"
         raise TraceError(path=path, line=line, field=field, reason=error.message)
