@@ -14,7 +14,7 @@ be judged again or `stale_ticks` pass. A limit removed by a policy reload closes
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Callable, Sequence
+from typing import Callable, Iterable, Sequence
 
 from watchdog.config.detection import DetectionPolicy
 from watchdog.detection.domain_types import Device
@@ -121,7 +121,9 @@ class QuotaDetector:
                     per_pod[ref.key] = per_pod.get(ref.key, 0.0) + device.pod_memory[ref.key]
                 else:
                     incomplete.add(tenant)
-        for tenant, quota in self._policy.quota.tenants.items():
+        tenants = self._policy.quota.tenants
+        for tenant in self._to_judge(usage.keys() | incomplete | unseen, "memory"):
+            quota = tenants[tenant]
             if quota.gpu_memory_bytes is None:
                 continue
             per_pod = usage.get(tenant, {})
@@ -144,16 +146,22 @@ class QuotaDetector:
             if device.mig is not None or len(device.pods) < 2:
                 continue
             shares: dict[str, dict[str, float]] = {}
+            present: set[str] = set()
             for ref in device.pods:
+                tenant = self._tenant_of(ref)
+                present.add(tenant)
                 if ref.key in device.pod_dram:
-                    shares.setdefault(self._tenant_of(ref), {})[ref.key] = device.pod_dram[ref.key]
-            for tenant, quota in self._policy.quota.tenants.items():
+                    shares.setdefault(tenant, {})[ref.key] = device.pod_dram[ref.key]
+            suffix = f"/dram/{device.uuid}"
+            tenants = self._policy.quota.tenants
+            for tenant in self._to_judge(present, "dram", suffix=suffix):
+                quota = tenants[tenant]
                 if quota.dram_share is None:
                     continue
                 per_pod = shares.get(tenant, {})
                 total, limit = sum(per_pod.values()), quota.dram_share
-                key = f"quota/{tenant}/dram/{device.uuid}"
-                has_pod = any(self._tenant_of(ref) == tenant for ref in device.pods)
+                key = f"quota/{tenant}{suffix}"
+                has_pod = tenant in present
                 run = self._check(key, total > limit if per_pod or not has_pod else None, limit=(tenant, "dram", ""))
                 if run is not None:
                     self._open_breach(key, self._finding(
@@ -170,8 +178,9 @@ class QuotaDetector:
                 continue
             for ref in device.assigned:
                 held.setdefault((self._tenant_of(ref), device.profile), {})[device.uuid] = ref
-        for tenant, quota in self._policy.quota.tenants.items():
-            for profile, limit in quota.instances.items():
+        tenants = self._policy.quota.tenants
+        for tenant in self._to_judge({tenant for tenant, _ in held}, "instances"):
+            for profile, limit in tenants[tenant].instances.items():
                 holders = held.get((tenant, profile), {})
                 usage: dict[str, float] = {}
                 for ref in holders.values():
@@ -215,6 +224,16 @@ class QuotaDetector:
                 ))
 
     # -------------------------------------------------------------------------------------------- plumbing
+
+    def _to_judge(self, seen: Iterable[str], resource: str, *, suffix: str = "") -> list[str]:
+        """The configured tenants to judge this tick for ``resource``: those seen on the node now, and those with a
+        run or a breach of it still open (judged so it can end). A configured tenant that is neither has nothing
+        to start or end, so a policy of thousands of tenants costs only the node's own tenants per tick."""
+        tenants = self._policy.quota.tenants
+        wanted = {tenant for tenant in seen if tenant in tenants}
+        wanted.update(tenant for key, (tenant, kind, _profile) in self._limits.items()
+                      if kind == resource and key.endswith(suffix) and tenant in tenants)
+        return sorted(wanted)
 
     def _check(self, key: str, breached: bool | None, *, limit: Limit) -> Run | None:
         """The active run when the breach held long enough; None = could not tell, so nothing changes."""
