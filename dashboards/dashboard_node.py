@@ -48,6 +48,15 @@ def _overview(ids: PanelIds) -> list:
         time_series(ids, title="Lost GPUs", description="1 while NVML reports the GPU lost; its other series "
                     "are then absent.", span=8, height=6,
                     queries=(Query(f"gpu_watchdog_gpu_lost{{{NODE}}} == 1", GPU_LEGEND),)),
+        time_series(ids, title="Readings refused by the plausibility gate", span=16, height=6,
+                    description="Readings no GPU can produce (a duplicated UUID, memory used over the total, an Xid "
+                    "on an absent GPU …), refused where they entered and never acted on, per check over 5 minutes "
+                    "(docs/detection.md, Plausibility gate).",
+                    queries=(Query(f"sum by (node, check) (increase(gpu_watchdog_readings_rejected_total{{{NODE}}}"
+                                   "[5m]))", "{{node}} {{check}}"),)),
+        single_stat(ids, span=8, title="Devices in quarantine", description="GPU and MIG devices detection "
+                    "leaves out until they read plausibly again (GpuReadingsImplausible after 10 minutes).",
+                    query=Query(f"sum(gpu_watchdog_devices_quarantined{{{NODE}}}) or vector(0)"), red_at=1),
     ]
 
 
