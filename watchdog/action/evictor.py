@@ -187,6 +187,14 @@ class Evictor:
         counted = finished.counted + self._ledger.drain().counted
         return ActionReport(outcomes=tuple(outcomes), counted=counted), to_send
 
+    def refuse(self, decision: Decision, result: EvictionResult, *, detail: str) -> ActionOutcome | None:
+        """End a decision `settle` handed back for sending without sending it (the send queue is full)."""
+        return self._ledger.account(decision, result, detail=detail, now=self._clock(), mode=self._policy.mode)
+
+    def drained(self) -> ActionReport:
+        """What was counted since the last `settle` (a `refuse` after it)."""
+        return self._ledger.drain()
+
     def _needs_send(self, decision: Decision) -> bool:
         """A request pacing let through, in a mode that talks to the API server, while nothing stops it now."""
         if decision.result is not None or decision.request is None:

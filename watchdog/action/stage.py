@@ -191,6 +191,7 @@ class ActionStage:
         if self._queue is None:
             return await self.evictor.act(paced)
         report, to_send = self.evictor.settle(paced)
+        refused = []
         for decision in to_send:
             queued = QueuedSend(decision, tick, decided_at)
             try:
@@ -200,9 +201,16 @@ class ActionStage:
                 log.warning("eviction send queue full (%d waiting): %s/%s not sent", QUEUE_LIMIT,
                             decision.namespace, decision.pod)
                 self.pacer.hold(decision.request, now=self._monotonic())  # type: ignore[arg-type]
+                refused.append(self.evictor.refuse(
+                    decision, EvictionResult.RATE_LIMITED,
+                    detail=f"{QUEUE_LIMIT} sends already wait for the API server: not queued"))
                 continue
             self._in_flight.append(queued)
-        return report
+        if not refused:
+            return report
+        extra = self.evictor.drained()
+        return ActionReport(outcomes=report.outcomes + tuple(o for o in refused if o is not None),
+                            counted=report.counted + extra.counted)
 
     async def sender(self) -> None:
         """The long-running task beside the tick loop that alone talks to the Eviction API; until cancelled."""
