@@ -101,7 +101,7 @@ class WebhookHandler:
         evictor: Evictor,
         pacer: Pacer,
         is_leader: Callable[[], bool],
-        clock: Callable[[], float],
+        clock: Callable[[], float],  # the pacing clock: monotonic in the controller (docs/action.md)
         ledger: HandledFirings | None = None,
         identity: str = "",
     ) -> None:

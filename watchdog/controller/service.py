@@ -60,13 +60,17 @@ class Controller:
         namespace: str,
         policy_file: str | None = None,
         clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] | None = None,
     ) -> None:
-        """`policy_file`: the file `policy` was loaded from, watched and applied again when it changes."""
+        """`policy_file`: the file `policy` was loaded from, watched and applied again when it changes. `clock`
+        stamps Events and audit lines; `monotonic` (``time.monotonic`` when `clock` is the wall clock, else `clock`
+        itself: a test's one clock) runs the pacer's cooldowns, token bucket and backoffs (docs/action.md)."""
         self.settings = settings
         self.identity = settings.identity or socket.gethostname()
         self._api = api
         self._namespace = namespace
         self._clock = clock
+        self._monotonic = monotonic or (time.monotonic if clock is time.time else clock)
         # Both of the project's namespaces are protected: the agents' (`namespace`, where the kill switch and the
         # budget live) and the controller's own (where its Lease is), as the admission policy also guarantees.
         policy = policy.with_own_namespace(namespace).with_own_namespace(settings.lease_namespace)
@@ -96,6 +100,7 @@ class Controller:
             kill_switch=self.kill_switch,
             component=COMPONENT,
             budget=self.budget,
+            monotonic=self._monotonic,
         )
         self.handler = WebhookHandler(
             settings=settings,
@@ -104,7 +109,7 @@ class Controller:
             evictor=self.evictor,
             pacer=self.pacer,
             is_leader=lambda: bool(self.elector.is_leader),
-            clock=clock,
+            clock=self._monotonic,
             ledger=ConfigMapLedger(api, namespace=settings.lease_namespace, name=settings.handled_configmap,
                                    capacity=settings.handled_entries),
             identity=self.identity,
@@ -145,7 +150,7 @@ class Controller:
         action = policy.action.with_own_namespace(self._namespace).with_own_namespace(self.settings.lease_namespace)
         paced = self._cluster_paced(action)
         self.evictor.set_policy(paced)
-        self.pacer.set_policy(paced, now=self._clock())
+        self.pacer.set_policy(paced, now=self._monotonic())
         self.handler.set_policy(action)
         self.kill_switch.set_settings(action.kill_switch, namespace=self._namespace)
         self.budget.set_settings(action.cluster_budget, namespace=self._namespace)
