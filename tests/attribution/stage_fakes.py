@@ -32,10 +32,11 @@ class FixedProc:
     """``ProcReader`` over a fixed table PID → (pod UID, container ID)."""
 
     def __init__(self, table: Mapping[int, tuple[str, str | None]], *, counters: Mapping[str, int] | None = None,
-                 hosts: Mapping[int, HostProcess] | None = None) -> None:
+                 hosts: Mapping[int, HostProcess] | None = None, infrastructure: Iterable[int] = ()) -> None:
         self.table = dict(table)
         self.counters = dict(counters or {})
         self.hosts = dict(hosts or {})
+        self.infrastructure = frozenset(infrastructure)
 
     def read(self, pids: Iterable[int]) -> dict[int, tuple[str, str | None]]:
         return {pid: self.table[pid] for pid in pids if pid in self.table}

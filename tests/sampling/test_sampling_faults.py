@@ -123,11 +123,16 @@ def test_library_mismatch_falls_back_to_v2_and_remembers(
     sample = run_ticks(sampler, clock, 3)
 
     assert sampler.uses_process_v2
-    assert node.nvml.calls["nvmlDeviceGetComputeRunningProcesses"] == 1
+    for listing in ("Compute", "MPSCompute", "Graphics"):  # each list falls back once, for every device
+        assert node.nvml.calls[f"nvmlDeviceGet{listing}RunningProcesses"] == 1
+        assert node.nvml.calls[f"nvmlDeviceGet{listing}RunningProcesses_v2"] >= 1
+    # The compute list is asked every tick; an empty MPS or graphics list only at every QUIET_LIST_EVERY-th tick.
+    assert node.nvml.calls["nvmlDeviceGetComputeRunningProcesses_v2"] > node.nvml.calls[
+        "nvmlDeviceGetMPSComputeRunningProcesses_v2"]
     pids = {p.pid for gpu in sample.gpus for mig in gpu.instances for p in mig.processes}
     pids |= {p.pid for p in sample.gpus[2].processes}
     assert pids == {p.pid for p in node.processes()}
-    assert sampler.error_counts() == {"library_mismatch": 1}
+    assert sampler.error_counts() == {"library_mismatch": 3}  # one per list
 
 
 def test_clock_reasons_fall_back_to_the_throttle_call(

@@ -70,10 +70,11 @@ async def test_inventory_lists_every_instance_and_its_holder(drive, capsys):
     assert len(rows) == 4 + 3 + 1  # two MIG H100s (4 and 3 instances) and one whole A100
     by_profile = {(row["gpu"], row["profile"], row["gpu_instance"]): row for row in rows}
     assert by_profile[(0, "2g.20gb", 5)]["holders"] == ["ml-prod/inference-0"]
+    assert [p["mode"] for p in by_profile[(0, "2g.20gb", 5)]["processes"]] == ["compute"]
     on_a100 = [pod for pod in node.scenario.pods if pod.device is not None and pod.device.gpu == 2 and pod.running(2)]
     assert sorted(by_profile[(2, "", None)]["holders"]) == sorted(f"{pod.namespace}/{pod.name}" for pod in on_a100)
     node.close()
     status, table, _ = await run_cli(capsys, ["inventory", "--simulate", str(SCENARIOS / "demo.yaml")])
     assert status == 0 and table.splitlines()[0].split() == ["GPU", "MODEL", "GI", "CI", "PROFILE", "UUID", "MEMORY",
-                                                             "HELD", "BY"]
+                                                             "PROCESSES", "HELD", "BY"]
     assert all(line.rstrip().endswith("?") for line in table.splitlines()[1:])  # no agent: holders unknown

@@ -1,7 +1,8 @@
 """`gpu-watchdog inventory`: this node's GPUs, their MIG layout and who holds each instance, as a table or JSON.
 
 `probe` dumps every NVML call raw; an operator asking "what is on this node and whose is it" wants one line per
-device: GPU index and model, MIG GPU instance / compute instance, profile, UUID, memory, and the pod holding it.
+device: GPU index and model, MIG GPU instance / compute instance, profile, UUID, memory, its processes by mode
+(compute, MPS client, graphics), and the pod holding it.
 The devices come from one sample of the production sampler (the same enumeration the agent uses, go-nvlib's slot
 walk included); the holders from the node's agent (`--agent-url`), which already joins the kubelet's assignments
 and /proc to pods, so this command needs no kubelet socket of its own. Without an agent the holders are unknown,
@@ -72,6 +73,9 @@ def read_inventory(nvml: ModuleType, *, agent_url: str | None = None) -> list[di
                 "uuid": uuid,
                 "memory_total_bytes": source.memory_total_bytes,
                 "memory_used_bytes": source.memory_used_bytes,
+                # Each NVML process with the lists that reported it ("mps": an MPS client; model.ProcessSample).
+                "processes": [{"pid": p.pid, "mode": p.mode, "used_memory_bytes": p.used_memory_bytes}
+                              for p in source.processes],
                 "holders": None if holders is None else holders.get(uuid, []),
             })
     return rows
@@ -84,16 +88,25 @@ def _memory(row: dict[str, Any]) -> str:
     return f"{used / GIB:.1f}/{total / GIB:.0f} GiB"
 
 
+def _processes(row: dict[str, Any]) -> str:
+    """Process count per mode, e.g. "2 mps, 1 compute" (the MPS server is listed as a compute process)."""
+    counts: dict[str, int] = {}
+    for process in row.get("processes", ()):
+        counts[process["mode"]] = counts.get(process["mode"], 0) + 1
+    return ", ".join(f"{count} {mode}" for mode, count in counts.items()) or "-"
+
+
 def format_table(rows: list[dict[str, Any]]) -> str:
-    """Aligned columns, kubectl style: GPU, MODEL, GI, CI, PROFILE, UUID, MEMORY, HELD BY."""
-    table = [("GPU", "MODEL", "GI", "CI", "PROFILE", "UUID", "MEMORY", "HELD BY")]
+    """Aligned columns, kubectl style: GPU, MODEL, GI, CI, PROFILE, UUID, MEMORY, PROCESSES, HELD BY."""
+    table = [("GPU", "MODEL", "GI", "CI", "PROFILE", "UUID", "MEMORY", "PROCESSES", "HELD BY")]
     for row in rows:
         held = "?" if row["holders"] is None else (", ".join(row["holders"]) or "-")
         table.append((
             str(row["gpu"]), row["model"] + (" (lost)" if row["lost"] else ""),
             "-" if row["gpu_instance"] is None else str(row["gpu_instance"]),
             "-" if row["compute_instance"] is None else str(row["compute_instance"]),
-            row["profile"] or ("whole GPU" if not row["mig"] else "?"), row["uuid"], _memory(row), held,
+            row["profile"] or ("whole GPU" if not row["mig"] else "?"), row["uuid"], _memory(row), _processes(row),
+            held,
         ))
     widths = [max(len(line[column]) for line in table) for column in range(len(table[0]))]
     return "".join("   ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip() + "\n"

@@ -34,6 +34,7 @@ def attribute(
     kubelet_ok: bool,
     api_ok: bool,
     hosts: Mapping[int, HostProcess] | None = None,
+    infrastructure: frozenset[int] = frozenset(),
 ) -> Attribution:
     """Who owns what at this tick.
 
@@ -46,6 +47,9 @@ def attribute(
     uses of each device is summed from ``processes`` when a stage first asks (``Attribution.usage``), so a PID
     taken back later (``stage.NodeAttributor``'s hold-back of unconfirmed pairs) is never counted for its pod.
     ``host_processes``: the PIDs NVML reported that ``hosts`` (the /proc reader's) places in no pod at all.
+    ``infrastructure``: the PIDs of ``infrastructure`` (the MPS server, by the /proc reader's ``comm``) that NVML
+    reported; they are neither a pod's nor a host process, so no usage sum, unauthorized-use or host-process
+    judgement ever sees them (the server holds its clients' contexts; the clients are listed and counted).
     """
     devices: dict[str, list[PodRef]] = {}
     claims: dict[tuple[str, str], ClaimRef] = {}
@@ -59,9 +63,10 @@ def attribute(
         if ref not in owners:  # one container holding two replicas of one time-sliced GPU is still one owner
             owners.append(ref)
     processes: dict[int, PodRef] = {}
+    seen_infrastructure = {process.pid for process in _processes(sample) if process.pid in infrastructure}
     for process in _processes(sample):
         found = proc.get(process.pid)
-        if found is None or process.pid in processes:
+        if found is None or process.pid in processes or process.pid in infrastructure:
             continue
         pod_uid, container_id = found
         pod = index.by_cgroup_uid(pod_uid)
@@ -69,7 +74,8 @@ def attribute(
             continue
         processes[process.pid] = PodRef(pod.namespace, pod.name, pod.uid, container_name_of(pod, container_id))
     host_processes = {process.pid: hosts[process.pid] for process in _processes(sample)
-                      if hosts and process.pid in hosts and process.pid not in processes}
+                      if hosts and process.pid in hosts and process.pid not in processes
+                      and process.pid not in infrastructure}
     return Attribution(
         devices=MappingProxyType({uuid: tuple(refs) for uuid, refs in devices.items()}),
         processes=MappingProxyType(processes),
@@ -79,6 +85,7 @@ def attribute(
         kubelet_ok=kubelet_ok,
         api_ok=api_ok,
         host_processes=MappingProxyType(host_processes) if host_processes else EMPTY,
+        infrastructure=frozenset(seen_infrastructure),
     )
 
 

@@ -1,5 +1,10 @@
-"""Reads ``<root>/<pid>/cgroup`` (and, for a process in no pod, ``<root>/<pid>/comm``) for the PIDs NVML reports:
-the only file I/O of attribution.
+"""Reads ``<root>/<pid>/cgroup`` and ``<root>/<pid>/comm`` for the PIDs NVML reports: the only file I/O of
+attribution.
+
+NVML names processes by PID only; ``comm`` is how the agent knows a process by name: the command of a process in no
+pod, and the MPS server (``nvidia-cuda-mps-server``), which runs in the device plugin's MPS control daemon pod and
+holds its clients' CUDA contexts. The server is infrastructure, never a tenant: it is reported apart
+(``ProcReader.infrastructure``) so no later stage counts its memory with its clients' or blames it.
 
 The proc root is a constructor argument, so tests point it at a fixture tree and a DaemonSet at the host's /proc
 mounted read-only; parsing is ``watchdog.attribution.cgroups``'s.
@@ -12,6 +17,11 @@ from typing import Callable, Iterable, Mapping
 from watchdog.attribution.cgroups import PodProcess, cgroup_path, parse_cgroup
 from watchdog.model import HostProcess
 
+MPS_SERVER_COMMANDS = frozenset({"nvidia-cuda-mps", "nvidia-cuda-mps-server"})
+"""``comm`` of the MPS server: the kernel keeps 15 characters (TASK_COMM_LEN 16), so ``nvidia-cuda-mps-server`` reads
+``nvidia-cuda-mps``. ``nvidia-cuda-mps-control`` truncates alike, but the control daemon opens no GPU context, so
+NVML never lists it; the full name is accepted for readers (and traces) that keep it."""
+
 
 class ProcReader:
     """Reads ``<root>/<pid>/cgroup`` for the PIDs NVML reports, caching by PID.
@@ -23,7 +33,7 @@ class ProcReader:
     outside Kubernetes; an unreadable ``comm`` leaves the command empty and is counted like the cgroup's failures.
     """
 
-    __slots__ = ("_root", "_read_text", "_cache", "_hosts", "_wanted", "_counters")
+    __slots__ = ("_root", "_read_text", "_cache", "_hosts", "_infrastructure", "_wanted", "_counters")
 
     def __init__(self, root: str = "/proc", *, read_text: Callable[[str], str] | None = None) -> None:
         """``read_text`` replaces the file read (default: open and read as UTF-8); tests use it to raise
@@ -32,6 +42,7 @@ class ProcReader:
         self._read_text = read_text or _read_text
         self._cache: dict[int, PodProcess | None] = {}
         self._hosts: dict[int, HostProcess] = {}  # cached PIDs whose cgroup names no pod
+        self._infrastructure: set[int] = set()  # cached PIDs of the MPS server
         self._wanted: frozenset[int] = frozenset()
         self._counters = {"reads": 0, "cache_hits": 0, "vanished": 0, "denied": 0, "errors": 0}
 
@@ -50,6 +61,7 @@ class ProcReader:
         for ended in self._cache.keys() - wanted:
             del self._cache[ended]
             self._hosts.pop(ended, None)
+            self._infrastructure.discard(ended)
         self._wanted = frozenset(wanted)
         found: dict[int, PodProcess] = {}
         for pid in wanted:
@@ -82,9 +94,17 @@ class ProcReader:
             return None
         entry = parse_cgroup(text)
         self._cache[pid] = entry
-        if entry is None:
-            self._hosts[pid] = HostProcess(cgroup=cgroup_path(text), command=self._read_comm(pid))
+        command = self._read_comm(pid)
+        if command in MPS_SERVER_COMMANDS:
+            self._infrastructure.add(pid)
+        elif entry is None:
+            self._hosts[pid] = HostProcess(cgroup=cgroup_path(text), command=command)
         return entry
+
+    @property
+    def infrastructure(self) -> frozenset[int]:
+        """The last ``read``'s PIDs that are the MPS server (by ``comm``), in a pod or not."""
+        return frozenset(self._infrastructure & self._wanted)
 
     @property
     def hosts(self) -> Mapping[int, HostProcess]:

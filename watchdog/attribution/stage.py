@@ -72,6 +72,9 @@ class ProcView(Protocol):
     @property
     def hosts(self) -> Mapping[int, HostProcess]: ...
 
+    @property
+    def infrastructure(self) -> frozenset[int]: ...
+
 
 class NodeAttributor:
     """Attributes each sample; ``error_counts()`` are the /proc reader's failures, for the state's error sources."""
@@ -133,6 +136,7 @@ class NodeAttributor:
             kubelet_ok=kubelet_ok,
             api_ok=self.pods_ok(),
             hosts=self.proc.hosts if self.proc is not None else None,
+            infrastructure=self.proc.infrastructure if self.proc is not None else frozenset(),
         )
         result = dataclasses.replace(result, slices_ok=self.slices_ok() if self.slices_ok is not None else None,
                                      claims_held=len(self.unresolved_claim_devices))

@@ -19,6 +19,7 @@ from types import MappingProxyType
 from typing import Any, Callable, Iterator, Mapping, NamedTuple
 
 from watchdog.attribution.join import attribute, resolve_claim_devices, unassigned_processes
+from watchdog.attribution.proc import MPS_SERVER_COMMANDS
 from watchdog.config import Policy
 from watchdog.evaluation.stages import OfflineAgent, StepResult
 from watchdog.model import (NOT_ATTRIBUTABLE, Attribution, ClaimDevice, ClaimRef, ContainerInfo, DeviceAssignment,
@@ -191,13 +192,15 @@ def simulate_observed(scenario: Scenario | str, *, tenant_label: str | None = No
             rows = node.processes()
             proc = {row.pid: (row.pod_uid, container_id(by_uid[row.pod_uid])) for row in rows if not row.cgroup}
             hosts = {row.pid: HostProcess(cgroup=row.cgroup, command=row.command) for row in rows if row.cgroup}
+            # The /proc reader's rule, by comm: the MPS server is infrastructure (attribution.proc).
+            infrastructure = frozenset(row.pid for row in rows if row.command in MPS_SERVER_COMMANDS)
             pending: set[str] = set()
             if lag is None:
                 assignments: tuple[DeviceAssignment, ...] | list[DeviceAssignment] = _assignments(node)
             else:
                 assignments, pending = _claimed_assignments(scenario, node, lag, sample)
             attribution = attribute(sample, assignments=assignments, index=index,
-                                    proc=proc, api_ok=True, hosts=hosts,
+                                    proc=proc, api_ok=True, hosts=hosts, infrastructure=infrastructure,
                                     kubelet_ok=not any(o.covers(tick) for o in scenario.kubelet_outages))
             if pending:
                 held = {pid for pid, (_, key) in unassigned_processes(sample, attribution).items() if key in pending}

@@ -17,8 +17,8 @@ from watchdog.model.findings import (REPORT_ONLY_KINDS, Change, Finding, Finding
                                      finding_changes, material)
 from watchdog.model.pods import (MIRROR_ANNOTATION, Attribution, ContainerInfo, DeviceAssignment, HostProcess, PodIndex,
                                  PodInfo, PodRef)
-from watchdog.model.samples import (EMPTY, NOT_ATTRIBUTABLE, GpuSample, MigSample, NodeSample, ProcessSample,
-                                     Rejection, XidEvent)
+from watchdog.model.samples import (EMPTY, NOT_ATTRIBUTABLE, PROCESS_MODES, GpuSample, MigSample, NodeSample,
+                                     ProcessSample, Rejection, XidEvent)
 from watchdog.model.usage import DeviceUsage, PodUsage
 from watchdog.model.tick import Snapshot, StageStatus, TickResult, XidKey
 
@@ -35,6 +35,7 @@ __all__ = [
     "EMPTY",
     "MIRROR_ANNOTATION",
     "NOT_ATTRIBUTABLE",
+    "PROCESS_MODES",
     "REPORT_ONLY_KINDS",
     "ActionOutcome",
     "Attribution",

@@ -206,6 +206,9 @@ class Attribution:
     claims_held: int = 0
     # PID → what /proc says of a process NVML reports whose cgroup names no pod (never a PID of ``processes``).
     host_processes: Mapping[int, HostProcess] = field(default_factory=lambda: EMPTY)
+    # PIDs NVML reports that are node infrastructure, not tenants: the MPS server (by /proc/<pid>/comm). Never in
+    # ``processes`` or ``host_processes``, so never summed, blamed or called unauthorized.
+    infrastructure: frozenset[int] = frozenset()
     _usage: tuple[NodeSample, DeviceUsage] | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
@@ -223,7 +226,7 @@ class Attribution:
         another sample (a test reusing an attribution) is summed afresh."""
         cached = self._usage
         if cached is None or cached[0] is not sample:
-            cached = (sample, device_usage(sample, self.processes))
+            cached = (sample, device_usage(sample, self.processes, self.infrastructure))
             object.__setattr__(self, "_usage", cached)
         return cached[1]
 

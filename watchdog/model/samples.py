@@ -11,10 +11,18 @@ NOT_ATTRIBUTABLE = 0xFFFFFFFF
 
 EMPTY: Mapping = MappingProxyType({})
 
+PROCESS_MODES = ("compute", "mps", "graphics")
+"""The NVML process lists a ProcessSample's ``mode`` can name, in the order a combined mode lists them."""
+
 
 @dataclass(frozen=True, slots=True)
 class ProcessSample:
-    """One process seen on a device by nvmlDeviceGetComputeRunningProcesses (+ ProcessUtilization)."""
+    """One process seen on a device by NVML's process lists (+ ProcessUtilization), merged by PID.
+
+    ``mode`` names the lists that reported the PID, joined by "+" in the fixed order of :data:`PROCESS_MODES`:
+    "compute" (nvmlDeviceGetComputeRunningProcesses), "mps" (nvmlDeviceGetMPSComputeRunningProcesses: a client of
+    the Multi-Process Service) or "graphics" (nvmlDeviceGetGraphicsRunningProcesses), e.g. "compute+graphics".
+    """
 
     pid: int
     used_memory_bytes: int | None
@@ -22,6 +30,7 @@ class ProcessSample:
     compute_instance: int | None = None
     sm_util: float | None = None  # 0–1, only on GPUs not in MIG mode (time-sliced sharing)
     memory_util: float | None = None  # 0–1, share of time the memory controller served this process
+    mode: str = "compute"  # the lists that reported it (see the class docstring); absent in old traces
 
 
 @dataclass(frozen=True, slots=True)

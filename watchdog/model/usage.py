@@ -38,8 +38,11 @@ DeviceUsage = Mapping[str, tuple[PodUsage, ...]]
 """Device UUID (a MIG instance, or a GPU not in MIG mode) → its users, in the order their first process appears."""
 
 
-def device_usage(sample: NodeSample, owners: Mapping[int, PodRef]) -> DeviceUsage:
+def device_usage(sample: NodeSample, owners: Mapping[int, PodRef], skip: frozenset[int] = frozenset()) -> DeviceUsage:
     """Sum every process of the sample once into its (device, pod, container); ``owners`` maps PID → pod.
+
+    PIDs in ``skip`` (node infrastructure: the MPS server, which holds its clients' contexts) are nobody's use and
+    are left out, so their memory is never summed with the clients' nor shown as unowned.
 
     Containers are told apart by name (a ref without one is the pod's sandbox, named ""), pods by namespace/name,
     the key every published series and every detection map uses. Lost GPUs and devices without processes are left
@@ -49,12 +52,20 @@ def device_usage(sample: NodeSample, owners: Mapping[int, PodRef]) -> DeviceUsag
     for gpu in sample.gpus:
         if gpu.lost:
             continue
-        if gpu.processes:
-            usage[gpu.uuid] = _users(gpu.processes, owners)
+        processes = _without(gpu.processes, skip)
+        if processes:
+            usage[gpu.uuid] = _users(processes, owners)
         for mig in gpu.instances:
-            if mig.processes:
-                usage[mig.uuid] = _users(_own_processes(mig), owners)
+            processes = _without(_own_processes(mig), skip)
+            if processes:
+                usage[mig.uuid] = _users(processes, owners)
     return MappingProxyType(usage)
+
+
+def _without(processes: tuple[ProcessSample, ...], skip: frozenset[int]) -> tuple[ProcessSample, ...]:
+    if not skip or not any(p.pid in skip for p in processes):
+        return processes
+    return tuple(p for p in processes if p.pid not in skip)
 
 
 def _own_processes(mig: MigSample) -> tuple[ProcessSample, ...]:

@@ -1,8 +1,14 @@
 """Which processes run on a device, how much memory each holds and, without MIG, how much SM time each gets.
 
 Process lists are what attribution joins to pods, and on a time-sliced GPU the per-process SM share is the only
-way to tell a noisy neighbour from a victim. Two pynvml quirks shape this module: the versioned process call
-raises NVMLLibraryMismatchError (not an NVMLError) when the driver lacks ``_v3``, and
+way to tell a noisy neighbour from a victim. NVML keeps three lists per device (MIG handles included): compute
+processes, clients of the Multi-Process Service ("processes with a Multi-Process Service (MPS) compute context",
+NVML API reference, nvmlDeviceGetMPSComputeRunningProcesses_v3) and graphics processes. Under MPS a client's
+context lives inside the MPS server, so a reader of the compute list alone misses the clients; nvitop and nvtop ask
+all three and merge by PID, and so does this module. A list a device does not support answers NotSupported or
+FunctionNotFound once: the call guard remembers that per (device, list) until the device's MIG mode changes.
+Two pynvml quirks shape this module: each unversioned process call raises NVMLLibraryMismatchError (not an
+NVMLError) when the driver lacks its ``_v3``, and
 nvmlDeviceGetProcessUtilization answers NotFound when no sample is newer than the timestamp it was given, or
 NVMLError with code 0 (SUCCESS) when there are none at all: pynvml 13.615.71 raises ``NVMLError(ret)`` for any
 first-call answer other than InsufficientSize, SUCCESS with a count of 0 included.
@@ -14,11 +20,36 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, Callable
 
-from watchdog.model import NOT_ATTRIBUTABLE, ProcessSample
+from watchdog.model import NOT_ATTRIBUTABLE, PROCESS_MODES, ProcessSample
 from watchdog.sampling.call_guard import CallGuard, error_name, nvml_code
 
-V3_CALL = "nvmlDeviceGetComputeRunningProcesses"
-V2_CALL = "nvmlDeviceGetComputeRunningProcesses_v2"
+
+@dataclass(frozen=True, slots=True)
+class ProcessList:
+    """One of NVML's process lists: the unversioned pynvml call (``_v3`` underneath) and its ``_v2`` fallback."""
+
+    mode: str  # the ProcessSample.mode it contributes
+    call: str
+    fallback: str
+    label: str  # the call guard's key, so NotSupported on one list never hides another
+
+
+PROCESS_LISTS = (
+    ProcessList("compute", "nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetComputeRunningProcesses_v2",
+                "processes"),
+    ProcessList("mps", "nvmlDeviceGetMPSComputeRunningProcesses", "nvmlDeviceGetMPSComputeRunningProcesses_v2",
+                "processes_mps"),
+    ProcessList("graphics", "nvmlDeviceGetGraphicsRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses_v2",
+                "processes_graphics"),
+)
+# The MPS and graphics lists are empty on most devices of a GPU node (no MPS daemon, no display), and each call costs
+# the agent a few microseconds on every device every tick (~0.5 ms at 56 MIG instances). One that answered empty is
+# asked again on every QUIET_LIST_EVERY-th tick only (every device together: one sweep), so an MPS client that
+# appears is seen within that many ticks; one that lists anybody is asked every tick. The compute list is always asked.
+QUIET_LIST_EVERY = 10
+_COMPUTE, _SECONDARY = PROCESS_LISTS[0], PROCESS_LISTS[1:]
+V3_CALL = PROCESS_LISTS[0].call
+V2_CALL = PROCESS_LISTS[0].fallback
 
 
 @dataclass(slots=True)
@@ -37,56 +68,142 @@ def _instance_id(value: Any) -> int | None:
 
 
 class ProcessReader:
-    """Reads running compute processes, falling back to ``_v2`` once the library says ``_v3`` is missing."""
+    """Reads every process list of a device, each falling back to its ``_v2`` once the library lacks its ``_v3``."""
 
     def __init__(self, nvml: ModuleType, guard: CallGuard, *, clock: Callable[[], float], hold_seconds: float) -> None:
         self._nvml = nvml
         self._guard = guard
         self._clock = clock
         self._hold_seconds = hold_seconds
-        self._use_v2 = False
+        self._v2_modes: set[str] = set()
         self._mismatch = getattr(nvml, "NVMLLibraryMismatchError", ())
         # Both mean "no sample newer than the timestamp": not an error, not counted.
         self._nothing_new = (nvml_code(nvml, "NVML_ERROR_NOT_FOUND"), nvml_code(nvml, "NVML_SUCCESS"))
         self._history: dict[str, _UtilisationHistory] = {}
+        self._listing: dict[str, set[str]] = {}  # device → the secondary lists that named somebody when last asked
+        self._ticks = 0
+        self._sweep = True  # this tick asks every secondary list of every device
+
+    def next_tick(self) -> None:
+        """A new tick begins: every QUIET_LIST_EVERY-th one asks the secondary lists of every device."""
+        self._sweep = self._ticks % QUIET_LIST_EVERY == 0
+        self._ticks += 1
 
     @property
     def uses_v2(self) -> bool:
-        return self._use_v2
+        """Whether the compute list fell back to ``_v2``."""
+        return "compute" in self._v2_modes
 
-    def running(self, device_key: str, handle: Any, *, mig: bool) -> list[Any] | None:
-        """The raw process records of a device, or None when they could not be read this tick."""
-        if not self._use_v2:
+    def running(self, device_key: str, handle: Any, *, mig: bool) -> dict[str, list[Any]] | list[Any] | None:
+        """The compute list's raw records (None when it could not be read) — or, when a secondary list named
+        somebody this tick, mode → records of every list that did. Most devices, most ticks: the compute list
+        alone, in the shape the compute call gives it (the common case costs what it did before MPS was read)."""
+        records = self._read(_COMPUTE, device_key, handle, mig=mig)
+        listing = self._listing.get(device_key)
+        if not (self._sweep or listing):
+            return records
+        found: dict[str, list[Any]] = {}
+        for secondary in _SECONDARY:
+            if mig and secondary.mode == "graphics":
+                continue  # MIG supports no graphics contexts (NVIDIA MIG User Guide, "Application Considerations")
+            if not self._sweep and secondary.mode not in listing:  # type: ignore[operator]
+                continue
+            others = self._read(secondary, device_key, handle, mig=mig)
+            if others:
+                found[secondary.mode] = others
+                self._listing.setdefault(device_key, set()).add(secondary.mode)
+            elif others is not None and listing:
+                listing.discard(secondary.mode)
+        if not found:
+            return records
+        if records:
+            found[_COMPUTE.mode] = records
+        return found
+
+    def _read(self, listing: ProcessList, device_key: str, handle: Any, *, mig: bool) -> list[Any] | None:
+        if listing.mode not in self._v2_modes:
             try:
-                return self._guard.call(device_key, V3_CALL, handle, label="processes", mig=mig, strict=True)
+                return self._guard.call(device_key, listing.call, handle, label=listing.label, mig=mig, strict=True)
             except self._mismatch as exc:
-                # pynvml's throwOnVersionMismatch: the driver lacks nvmlDeviceGetComputeRunningProcesses_v3.
-                # That holds for the whole library, so every device uses _v2 from now on.
+                # pynvml's throwOnVersionMismatch: the driver lacks this list's _v3. That holds for the whole
+                # library, so every device uses _v2 for this list from now on.
                 self._guard.counts.add(error_name(self._nvml, exc))
-                self._use_v2 = True
-        return self._guard.call(device_key, V2_CALL, handle, label="processes_v2", mig=mig)
+                self._v2_modes.add(listing.mode)
+        return self._guard.call(device_key, listing.fallback, handle, label=f"{listing.label}_v2", mig=mig)
 
     def samples(
-        self, records: list[Any] | None, utilisation: dict[int, tuple[float, float, float]] | None = None
+        self,
+        lists: dict[str, list[Any]] | list[Any] | None,
+        utilisation: dict[int, tuple[float, float, float]] | None = None,
     ) -> tuple[ProcessSample, ...]:
-        if not records:
+        """One sample per PID across the lists (a bare list is the compute list's).
+
+        A PID in several lists keeps the largest used memory any of them reported (None only when none did), its
+        first known GPU/compute instance, and every mode it was listed in.
+        """
+        if not lists:
             return ()
         shares = utilisation or {}
+        if not isinstance(lists, dict):  # the compute list alone (the common case): no merge to make
+            return self._one_list(lists, "compute", shares)
+        if len(lists) == 1:
+            (mode, records), = lists.items()
+            return self._one_list(records, mode, shares)
+        merged: dict[int, dict[str, Any]] = {}
+        for mode in PROCESS_MODES:
+            for record in lists.get(mode) or ():
+                pid = int(record.pid)
+                used = getattr(record, "usedGpuMemory", None)
+                used = None if used is None else int(used)
+                entry = merged.get(pid)
+                if entry is None:
+                    merged[pid] = {
+                        "used": used,
+                        "gpu_instance": _instance_id(getattr(record, "gpuInstanceId", None)),
+                        "compute_instance": _instance_id(getattr(record, "computeInstanceId", None)),
+                        "modes": [mode],
+                    }
+                    continue
+                if used is not None and (entry["used"] is None or used > entry["used"]):
+                    entry["used"] = used
+                if entry["gpu_instance"] is None:
+                    entry["gpu_instance"] = _instance_id(getattr(record, "gpuInstanceId", None))
+                    entry["compute_instance"] = _instance_id(getattr(record, "computeInstanceId", None))
+                if mode not in entry["modes"]:
+                    entry["modes"].append(mode)
+        result = []
+        for pid, entry in merged.items():
+            sm, mem, _ = shares.get(pid, (None, None, None))
+            result.append(
+                ProcessSample(
+                    pid=pid,
+                    used_memory_bytes=entry["used"],
+                    gpu_instance=entry["gpu_instance"],
+                    compute_instance=entry["compute_instance"],
+                    sm_util=sm,
+                    memory_util=mem,
+                    mode="+".join(entry["modes"]),
+                )
+            )
+        return tuple(result)
+
+    @staticmethod
+    def _one_list(records: list[Any], mode: str, shares: dict[int, tuple[float, float, float]]
+                  ) -> tuple[ProcessSample, ...]:
         result = []
         for record in records:
             pid = int(record.pid)
             sm, mem, _ = shares.get(pid, (None, None, None))
             used = getattr(record, "usedGpuMemory", None)
-            result.append(
-                ProcessSample(
-                    pid=pid,
-                    used_memory_bytes=None if used is None else int(used),
-                    gpu_instance=_instance_id(getattr(record, "gpuInstanceId", None)),
-                    compute_instance=_instance_id(getattr(record, "computeInstanceId", None)),
-                    sm_util=sm,
-                    memory_util=mem,
-                )
-            )
+            result.append(ProcessSample(
+                pid=pid,
+                used_memory_bytes=None if used is None else int(used),
+                gpu_instance=_instance_id(getattr(record, "gpuInstanceId", None)),
+                compute_instance=_instance_id(getattr(record, "computeInstanceId", None)),
+                sm_util=sm,
+                memory_util=mem,
+                mode=mode,
+            ))
         return tuple(result)
 
     def utilisation(self, device_key: str, handle: Any) -> dict[int, tuple[float, float, float]]:

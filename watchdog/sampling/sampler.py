@@ -149,6 +149,7 @@ class NvmlSampler:
                                                    layout_generation=self._layout_generation))
         with self._requests_lock:
             requests, self._requests = self._requests, set()
+        self._processes.next_tick()
         gpus = []
         for entry in self._gpus:
             if _ALL_GPUS in requests or entry.index in requests:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from watchdog.model import NOT_ATTRIBUTABLE
+from watchdog.testbed import mps
 from watchdog.testbed.clock import SimClock
 from watchdog.testbed.curves import CurveEvaluator
 from watchdog.testbed.nvml.event_sets import EventHub
@@ -81,7 +82,8 @@ class SimulatedGpuNode:
                              for gpu, model in zip(scenario.gpus, self.models)]
         self.gpu_uuids = ["GPU-" + format_uuid(stable_digest(scenario.seed, "gpu", index))
                           for index in range(len(scenario.gpus))]
-        self.compute_processes_v3_missing = False  # nvmlDeviceGetComputeRunningProcesses → NVMLLibraryMismatchError
+        # nvmlDevice{Compute,MPSCompute,Graphics}RunningProcesses → NVMLLibraryMismatchError (a driver without _v3)
+        self.compute_processes_v3_missing = False
         self.clock_event_reasons_missing = False  # nvmlDeviceGetCurrentClocksEventReasons → FunctionNotFound
         self.error_rules: list[ErrorRule] = []
         self._scheduled_errors = sorted((f for f in scenario.faults if f.error is not None), key=lambda f: f.at)
@@ -90,6 +92,9 @@ class SimulatedGpuNode:
         self._layouts: dict[tuple[int, int], GpuLayout] = {}
         self._states: OrderedDict[int, TickState] = OrderedDict()
         self._sources = self._workload_sources()
+        taken = {pod.pid for pod in scenario.pods} | {host.pid for host in scenario.host_processes}
+        self.mps_servers = {index: mps.server_pid(scenario.seed, index, taken)  # type: ignore[arg-type]
+                            for index, gpu in enumerate(scenario.gpus) if gpu.mps}
         self.events = EventHub(current_tick=lambda: self.tick, resolve_instance=self._resolve_instance,
                                is_lost=lambda gpu: self.is_lost(gpu))
         for xid in scenario.xids:
@@ -210,12 +215,24 @@ class SimulatedGpuNode:
     def processes(self, tick: int | None = None) -> list[SimProcess]:
         """Every (pid, pod, device) running at ``tick``, including unauthorized use of extra devices."""
         rows = []
-        for gpu in self.state(tick).gpus:
+        for index, gpu in enumerate(self.state(tick).gpus):
             for process in gpu.whole.processes:
                 pod = process.pod
                 rows.append(SimProcess(process.pid, pod.namespace, pod.name, pod.uid or "", pod.container,
                                        process.device_uuid, getattr(pod, "command", ""), getattr(pod, "cgroup", "")))
+            server = self.mps_server(index, tick)
+            if server is not None:  # in the device plugin's MPS control daemon pod, which no scenario lists
+                rows.append(SimProcess(server, "", "", "", "", self.gpu_uuids[index], mps.MPS_SERVER_COMM,
+                                       mps.daemon_cgroup(self.scenario.seed, index)))
         return rows
+
+    def mps_server(self, gpu: int, tick: int | None = None) -> int | None:
+        """The PID of ``gpu``'s MPS server at ``tick``, or None: no MPS, or no client running (the control daemon
+        starts the server for the first client)."""
+        pid = self.mps_servers.get(gpu)
+        if pid is None or self.layout(gpu, tick).mig_enabled or not self.state(tick).gpus[gpu].whole.processes:
+            return None
+        return pid
 
     def assignments(self, tick: int | None = None) -> list[SimAssignment]:
         """The kubelet's view: devices assigned to running pods (never their extra_devices)."""

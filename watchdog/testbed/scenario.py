@@ -87,6 +87,9 @@ def _check_references(scenario: Scenario) -> None:
         if gpu.mig is not None:
             if gpu.replicas is not None:
                 raise ValueError(f"gpus.{index}.replicas: time-slicing replicas are only simulated without MIG")
+            if gpu.mps:
+                raise ValueError(f"gpus.{index}.mps: MPS is only simulated without MIG (the device plugin's MPS "
+                                 "sharing does not support MIG)")
             try:
                 place_instances(model, layout_entries(gpu.mig))
             except ValueError as exc:

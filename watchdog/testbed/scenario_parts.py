@@ -53,6 +53,9 @@ class GpuSpec(Strict):
     # How processes sharing the GPU (or one MIG instance) divide SM time and DRAM bandwidth: max-min fair
     # round-robin time slices, or shares in proportion to demand (MPS clients); testbed/contention.py.
     scheduler: Literal["roundrobin", "proportional"] = "roundrobin"
+    # The device plugin's MPS sharing: pods' processes are MPS clients, listed by NVML's MPS call only, and an MPS
+    # server process (testbed/mps.py) is listed by the compute call while any client runs. MIG disabled only.
+    mps: bool = False
     # False: GPM answers PCIe for the whole GPU only (NotSupported per GPU instance), as DCGM samples it.
     gpm_pcie_per_instance: bool = True
 

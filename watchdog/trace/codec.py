@@ -155,6 +155,8 @@ def encode_attribution(attribution: Attribution) -> Json:
         **({"host_processes": {str(pid): {"cgroup": host.cgroup, "command": host.command}
                                for pid, host in attribution.host_processes.items()}}
            if attribution.host_processes else {}),
+        # Optional: written only when NVML reported the MPS server (or other node infrastructure).
+        **({"infrastructure": sorted(attribution.infrastructure)} if attribution.infrastructure else {}),
     }
 
 
@@ -222,6 +224,7 @@ def decode_attribution(data: Mapping[str, Any]) -> Attribution:
         kubelet_ok=data.get("kubelet_ok", True),
         api_ok=data.get("api_ok", True),
         host_processes=MappingProxyType(hosts) if hosts else EMPTY,
+        infrastructure=frozenset(int(pid) for pid in data.get("infrastructure", ())),
     )
 
 

@@ -44,6 +44,9 @@ class SimulatedGpus(Protocol):
     events: EventHub
     clock_event_reasons_missing: bool
     compute_processes_v3_missing: bool
+    mps_servers: dict[int, int]
+
+    def mps_server(self, gpu: int, tick: int | None = None) -> int | None: ...
 
     @property
     def tick(self) -> int: ...

@@ -10,6 +10,8 @@ nvmlDeviceGetProcessUtilization).
 
 from __future__ import annotations
 
+from watchdog.model import NOT_ATTRIBUTABLE
+from watchdog.testbed.mps import MPS_SERVER_LISTED_BY, MPS_SERVER_MEMORY_BYTES
 from watchdog.testbed.nvml.base import NvmlBase, nvml_call, nvml_error, pynvml
 from watchdog.testbed.tick_state import DomainState
 
@@ -154,27 +156,60 @@ class TelemetryCalls(NvmlBase):
 
     # -------------------------------------------------------------------------------------- processes
 
+    # One list per NVML call. On an MPS GPU the clients are listed by the MPS call only and the server by
+    # MPS_SERVER_LISTED_BY (testbed/mps.py: NVML's documentation does not say); no simulated process is graphics.
+
     @nvml_call
     def nvmlDeviceGetComputeRunningProcesses(self, handle):
+        self._check_v3("nvmlDeviceGetComputeRunningProcesses")
+        return self._processes(handle, "compute")
+
+    @nvml_call
+    def nvmlDeviceGetComputeRunningProcesses_v2(self, handle):
+        return self._processes(handle, "compute")
+
+    @nvml_call
+    def nvmlDeviceGetMPSComputeRunningProcesses(self, handle):
+        self._check_v3("nvmlDeviceGetMPSComputeRunningProcesses")
+        return self._processes(handle, "mps")
+
+    @nvml_call
+    def nvmlDeviceGetMPSComputeRunningProcesses_v2(self, handle):
+        return self._processes(handle, "mps")
+
+    @nvml_call
+    def nvmlDeviceGetGraphicsRunningProcesses(self, handle):
+        self._check_v3("nvmlDeviceGetGraphicsRunningProcesses")
+        return self._processes(handle, "graphics")
+
+    @nvml_call
+    def nvmlDeviceGetGraphicsRunningProcesses_v2(self, handle):
+        return self._processes(handle, "graphics")
+
+    def _check_v3(self, name: str) -> None:
         if self._node.compute_processes_v3_missing:
             # pynvml's throwOnVersionMismatch turns a missing _v3 symbol into this non-NVMLError (pynvml.py).
             raise pynvml.NVMLLibraryMismatchError("Unversioned function called and the pyNVML version does not "
                                                   "match the NVML lib version. Either use matching pyNVML and NVML "
-                                                  "lib versions or use a versioned function such as "
-                                                  "nvmlDeviceGetComputeRunningProcesses_v2")
-        return self._processes(handle)
+                                                  f"lib versions or use a versioned function such as {name}_v2")
 
-    @nvml_call
-    def nvmlDeviceGetComputeRunningProcesses_v2(self, handle):
-        return self._processes(handle)
-
-    def _processes(self, handle) -> list:
+    def _processes(self, handle, mode: str) -> list:
+        gpu, slot = self._resolve(handle)
+        domain = self._domain(handle)
+        on_mps = slot is None and gpu in self._node.mps_servers
         rows = []
-        for process in self._domain(handle).processes:
-            row = pynvml.c_nvmlProcessInfo_v2_t()
-            row.pid = process.pid
-            row.usedGpuMemory = process.memory_used
-            row.gpuInstanceId = process.gpu_instance
-            row.computeInstanceId = process.compute_instance
-            rows.append(pynvml.nvmlStructToFriendlyObject(row))
+        if mode == ("mps" if on_mps else "compute"):
+            rows = [self._row(p.pid, p.memory_used, p.gpu_instance, p.compute_instance) for p in domain.processes]
+        server = self._node.mps_server(gpu) if on_mps else None
+        if server is not None and mode == MPS_SERVER_LISTED_BY:
+            rows.append(self._row(server, MPS_SERVER_MEMORY_BYTES, NOT_ATTRIBUTABLE, NOT_ATTRIBUTABLE))
         return rows
+
+    @staticmethod
+    def _row(pid: int, memory: int, gpu_instance: int, compute_instance: int):
+        row = pynvml.c_nvmlProcessInfo_v2_t()
+        row.pid = pid
+        row.usedGpuMemory = memory
+        row.gpuInstanceId = gpu_instance
+        row.computeInstanceId = compute_instance
+        return pynvml.nvmlStructToFriendlyObject(row)
