@@ -31,7 +31,8 @@ from typing import Collection, Iterable, Mapping
 
 from watchdog.action.lineage import Lineage, lineage_key, next_lineage
 from watchdog.config.action import ActionPolicy
-from watchdog.model import Attribution, Decision, EvictionRequest, EvictionResult, Finding, PodInfo, PodRef
+from watchdog.model import (REPORT_ONLY_KINDS, Attribution, Decision, EvictionRequest, EvictionResult, Finding,
+                            FindingKind, PodInfo, PodRef)
 
 # Results that went to (or, in observe mode, stood for) a real API call: they take a token.
 ATTEMPTS = frozenset(
@@ -367,7 +368,8 @@ class Pacer:
             del self._lineages[key]
 
 
-_PACED_KINDS = ("interference", "memory_pressure", "quota", "unauthorized", "xid")
+# The kinds the policy sets a persistence for: every kind that may lead to an eviction.
+_PACED_KINDS = tuple(kind for kind in FindingKind if kind not in REPORT_ONLY_KINDS)
 
 
 def _identity(request: EvictionRequest) -> str:

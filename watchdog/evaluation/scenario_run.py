@@ -217,8 +217,7 @@ def simulate_observed(scenario: Scenario | str, *, tenant_label: str | None = No
 
 def run_scenario(scenario: Scenario | str, *, policy: Policy) -> Iterator[StepResult]:
     """Each tick's sample, attribution, findings and decisions (see ``stages.StepResult``)."""
-    if not isinstance(scenario, Scenario):
-        scenario = load_scenario(scenario)
+    scenario = load_scenario(scenario)
     agent = OfflineAgent(policy, tick_seconds=scenario.tick_seconds)
     for tick in simulate_observed(scenario, tenant_label=policy.action.tenant_label):
         yield agent.step(tick.sample, tick.attribution, tick.signals, borrowed_activity=tick.activity)

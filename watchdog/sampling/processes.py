@@ -16,6 +16,7 @@ first-call answer other than InsufficientSize, SUCCESS with a count of 0 include
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, Callable
@@ -149,43 +150,12 @@ class ProcessReader:
         if len(lists) == 1:
             (mode, records), = lists.items()
             return self._one_list(records, mode, shares)
-        merged: dict[int, dict[str, Any]] = {}
+        merged: dict[int, ProcessSample] = {}
         for mode in PROCESS_MODES:
-            for record in lists.get(mode) or ():
-                pid = int(record.pid)
-                used = getattr(record, "usedGpuMemory", None)
-                used = None if used is None else int(used)
-                entry = merged.get(pid)
-                if entry is None:
-                    merged[pid] = {
-                        "used": used,
-                        "gpu_instance": _instance_id(getattr(record, "gpuInstanceId", None)),
-                        "compute_instance": _instance_id(getattr(record, "computeInstanceId", None)),
-                        "modes": [mode],
-                    }
-                    continue
-                if used is not None and (entry["used"] is None or used > entry["used"]):
-                    entry["used"] = used
-                if entry["gpu_instance"] is None:
-                    entry["gpu_instance"] = _instance_id(getattr(record, "gpuInstanceId", None))
-                    entry["compute_instance"] = _instance_id(getattr(record, "computeInstanceId", None))
-                if mode not in entry["modes"]:
-                    entry["modes"].append(mode)
-        result = []
-        for pid, entry in merged.items():
-            sm, mem, _ = shares.get(pid, (None, None, None))
-            result.append(
-                ProcessSample(
-                    pid=pid,
-                    used_memory_bytes=entry["used"],
-                    gpu_instance=entry["gpu_instance"],
-                    compute_instance=entry["compute_instance"],
-                    sm_util=sm,
-                    memory_util=mem,
-                    mode="+".join(entry["modes"]),
-                )
-            )
-        return tuple(result)
+            for proc in self._one_list(lists.get(mode) or (), mode, shares):
+                held = merged.get(proc.pid)
+                merged[proc.pid] = proc if held is None else _merged(held, proc)
+        return tuple(merged.values())
 
     @staticmethod
     def _one_list(records: list[Any], mode: str, shares: dict[int, tuple[float, float, float]]
@@ -240,3 +210,17 @@ class ProcessReader:
 
     def forget(self, device_key: str) -> None:
         self._history.pop(device_key, None)
+
+
+def _merged(held: ProcessSample, other: ProcessSample) -> ProcessSample:
+    """One PID listed twice: the largest used memory either reported, the first known GPU/compute instance, and
+    every list it was in."""
+    used = held.used_memory_bytes
+    if other.used_memory_bytes is not None and (used is None or other.used_memory_bytes > used):
+        used = other.used_memory_bytes
+    gpu_instance, compute_instance = held.gpu_instance, held.compute_instance
+    if gpu_instance is None:
+        gpu_instance, compute_instance = other.gpu_instance, other.compute_instance
+    mode = held.mode if other.mode in held.mode.split("+") else f"{held.mode}+{other.mode}"
+    return dataclasses.replace(held, used_memory_bytes=used, gpu_instance=gpu_instance,
+                               compute_instance=compute_instance, mode=mode)

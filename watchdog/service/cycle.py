@@ -86,6 +86,8 @@ class Cycle:
             sample = self.sampler.gate.admit(dataclasses.replace(sample, xids=sample.xids + xids))
             xids = tuple(event for event in sample.xids if event in xids)
             self.state.count_xids(xids)
+        if sample is not None:
+            self.state.count_rejections(sample)  # the final admission of the tick: each refusal counted once
         attribution = self._attribute(sample) if sample is not None else None
         signals = self.signals.values() if self.signals is not None and sample is not None else None
         activity = self.activity.values() if self.activity is not None and sample is not None else None

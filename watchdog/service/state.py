@@ -45,7 +45,6 @@ class AgentState:
     pending_xids: list[XidEvent] = field(default_factory=list)
     ready: bool = False
     readings_rejected: Counter = field(default_factory=Counter)  # plausibility check → readings refused, cumulative
-    _counted_sample: NodeSample | None = None  # the last sample whose rejections were counted (each counts once)
     _error_sources: list[tuple[str, ErrorSource]] = field(default_factory=list)
 
     def add_error_source(self, stage: str, source: ErrorSource) -> None:
@@ -68,6 +67,10 @@ class AgentState:
         if overflow > 0:
             del self.pending_xids[:overflow]
             self.count_error("events", "dropped", overflow)
+
+    def count_rejections(self, sample: NodeSample) -> None:
+        """The readings the plausibility gate refused in the tick's final sample, counted once per tick."""
+        self.readings_rejected.update(rejection.check for rejection in sample.rejected)
 
     def count_xids(self, events: tuple[XidEvent, ...]) -> None:
         """Admitted events with an Xid number, counted per GPU instance."""
@@ -106,10 +109,6 @@ class AgentState:
         kill_switch_known: bool = True,
         flight_recorder: Mapping[str, int] | None = None,
     ) -> Snapshot:
-        if sample is not None and sample is not self._counted_sample:
-            self._counted_sample = sample
-            for rejection in sample.rejected:
-                self.readings_rejected[rejection.check] += 1
         return Snapshot(
             node=self.node,
             sample=sample,
