@@ -121,6 +121,19 @@ def _time_sliced_pods(ids: PanelIds) -> list:
                     "processes, per GPU or MIG instance.",
                     queries=(Query(f"gpu_watchdog_pod_gpu_memory_used_bytes{{{NODE}, {NAMESPACE}}}",
                                    "{{namespace}}/{{pod}} on {{node}} GPU {{gpu}} {{mig_uuid}}"),)),
+        time_series(ids, title="Context switching", unit="percentunit", right_unit="reqps", span=24,
+                    description="Left: share of the time the graphics engine spent switching between contexts, "
+                    "time no pod got (GPM GR0_CTXSW_ACTIVE_PCT); right: context switches per second "
+                    "(GR0_CTXSW_REQUESTS). Per whole GPU (not in MIG mode) and per GPU instance; it grows with "
+                    "the number of busy contexts sharing the engine. Empty with drivers before NVML 12.9.",
+                    queries=(Query(f"gpu_watchdog_gpu_context_switch_active_ratio{{{NODE}}}",
+                                   GPU_LEGEND + " switching"),
+                             Query(f"gpu_watchdog_mig_context_switch_active_ratio{MIG_SERIES}",
+                                   MIG_LEGEND + " switching")),
+                    right=(Query(f"gpu_watchdog_gpu_context_switches_per_second{{{NODE}}}",
+                                 GPU_LEGEND + " switches/s"),
+                           Query(f"gpu_watchdog_mig_context_switches_per_second{MIG_SERIES}",
+                                 MIG_LEGEND + " switches/s"))),
     ]
 
 

@@ -35,6 +35,8 @@ from grafana_foundation_sdk.models.dashboard import (
     DashboardLinkType,
     DataSourceRef,
     DataTransformerConfig,
+    DynamicConfigValue,
+    MatcherConfig,
     Threshold,
     ThresholdsMode,
     VariableRefresh,
@@ -168,8 +170,11 @@ def time_series(
     height: int = 8,
     ratio: bool = False,
     bars: bool = False,
+    right: tuple[Query, ...] = (),
+    right_unit: str = "short",
 ) -> timeseries.Panel:
-    """A time series panel; `ratio` pins the axis to 0–100 %, `bars` draws counts per interval."""
+    """A time series panel; `ratio` pins the axis to 0–100 %, `bars` draws counts per interval. `right` queries
+    are drawn against a second axis on the right in `right_unit` (two quantities of one subject in one panel)."""
     panel = (
         timeseries.Panel()
         .id(ids.next())
@@ -179,7 +184,7 @@ def time_series(
         .unit("percentunit" if ratio else unit)
         .span(span)
         .height(height)
-        .targets(_targets(queries))
+        .targets(_targets(queries + right))
         .legend(
             VizLegendOptions()
             .show_legend(True)
@@ -192,6 +197,12 @@ def time_series(
         panel = panel.min(0).max(1)
     if bars:
         panel = panel.draw_style(GraphDrawStyle.BARS).fill_opacity(80)
+    for index in range(len(queries), len(queries) + len(right)):  # the right queries' refIds follow the left ones
+        panel = panel.with_override(
+            MatcherConfig(id_val="byFrameRefID", options=chr(ord("A") + index)),
+            [DynamicConfigValue(id_val="unit", value=right_unit),
+             DynamicConfigValue(id_val="custom.axisPlacement", value="right")],
+        )
     return panel
 
 

@@ -249,3 +249,16 @@ def test_every_panel_query_is_valid_promql(tmp_path):
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"SUCCESS: {len(records)} rules found" in done.stdout
+
+
+def test_context_switching_panel_shows_share_and_rate_per_gpu_and_gpu_instance_on_two_axes():
+    [panel] = [p for p in all_panels(load("gpu-watchdog-node.json")) if p["title"] == "Context switching"]
+    metrics = {target["refId"]: NAME.findall(target["expr"])[0] for target in panel["targets"]}
+    assert metrics == {"A": "gpu_watchdog_gpu_context_switch_active_ratio",
+                       "B": "gpu_watchdog_mig_context_switch_active_ratio",
+                       "C": "gpu_watchdog_gpu_context_switches_per_second",
+                       "D": "gpu_watchdog_mig_context_switches_per_second"}
+    assert panel["fieldConfig"]["defaults"]["unit"] == "percentunit"
+    right = {override["matcher"]["options"]: {p["id"]: p["value"] for p in override["properties"]}
+             for override in panel["fieldConfig"]["overrides"] if override["matcher"]["id"] == "byFrameRefID"}
+    assert right == {ref: {"unit": "reqps", "custom.axisPlacement": "right"} for ref in ("C", "D")}

@@ -68,6 +68,7 @@ def build_rich_snapshot(*, tenant_label: str | None = "team") -> Snapshot:
                 memory_total_bytes=40 * GIB, memory_used_bytes=10 * GIB, memory_reserved_bytes=12345,
                 dram_bw_util=0.75, sm_util=0.5, sm_occupancy=0.25,
                 pcie_tx_bytes_per_second=1.25e9, pcie_rx_bytes_per_second=2e9,
+                ctxsw_active=0.0, ctxsw_per_second=0.0,  # one owner: never switched out
                 processes=(ProcessSample(100, 10 * GIB, gpu_instance=1, compute_instance=0),),
             ),
             MigSample(
@@ -88,7 +89,7 @@ def build_rich_snapshot(*, tenant_label: str | None = "team") -> Snapshot:
         gpu_util=0.8, memory_util=0.4, dram_bw_util=0.35, sm_util=0.6,
         power_watts=250.0, power_limit_watts=400.0, temperature_celsius=55.0,
         sm_clock_mhz=1410.0, sm_clock_max_mhz=1410.0, clock_event_reasons=0x4 | 0x20,
-        pcie_tx_bytes_per_second=0.0, pcie_rx_bytes_per_second=1e6,
+        pcie_tx_bytes_per_second=0.0, pcie_rx_bytes_per_second=1e6, ctxsw_active=0.0625, ctxsw_per_second=1500.0,
         processes=(
             ProcessSample(300, 2 * GIB, sm_util=0.25, memory_util=0.125),
             ProcessSample(301, 3 * GIB, sm_util=0.125, memory_util=None),

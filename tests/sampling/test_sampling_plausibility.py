@@ -50,6 +50,10 @@ GPU_TABLE = [
     ("power_limit_watts", 0.0, "power"), ("power_limit_watts", 1e9, "power"),
     ("pcie_tx_bytes_per_second", 99e9, None), ("pcie_tx_bytes_per_second", 101e9, "pcie"),
     ("pcie_rx_bytes_per_second", -1.0, "pcie"), ("pcie_link_bytes_per_second", 1e15, "pcie"),
+    ("ctxsw_active", 0.0, None), ("ctxsw_active", 1.0, None), ("ctxsw_active", 1.2, "ratio"),
+    ("ctxsw_active", math.nan, "ratio"), ("ctxsw_per_second", 1500.0, None), ("ctxsw_per_second", 1e6, None),
+    ("ctxsw_per_second", 2e6, "context_switch"), ("ctxsw_per_second", -1.0, "context_switch"),
+    ("ctxsw_per_second", math.inf, "context_switch"), ("ctxsw_per_second", math.nan, "context_switch"),
 ]
 
 
@@ -76,6 +80,9 @@ MIG_TABLE = [
     ("memory_used_bytes", 10 * GIB - GIB // 64, None),
     ("sm_occupancy", 1.5, "ratio"), ("dram_bw_util", math.nan, "ratio"), ("sm_util", 1.0, None),
     ("pcie_rx_bytes_per_second", 2e12, "pcie"),
+    ("ctxsw_active", 0.05, None), ("ctxsw_active", -0.01, "ratio"), ("ctxsw_active", math.inf, "ratio"),
+    ("ctxsw_per_second", 0.0, None), ("ctxsw_per_second", 5e6, "context_switch"),
+    ("ctxsw_per_second", math.nan, "context_switch"),
 ]
 
 
@@ -255,7 +262,17 @@ def test_a_huge_value_is_refused_with_bounded_text() -> None:
 
 
 def test_every_check_is_named_in_checks() -> None:
-    assert set(CHECKS) == {"identity", "continuity", "memory", "ratio", "clock", "power", "temperature", "pcie", "xid"}
+    assert set(CHECKS) == {"identity", "continuity", "memory", "ratio", "clock", "power", "temperature", "pcie",
+                           "context_switch", "xid"}
+
+
+def test_a_refused_switching_rate_on_a_time_sliced_gpu_keeps_the_share_and_counts_once() -> None:
+    sample = replace_gpu(node(), 1, ctxsw_active=0.04, ctxsw_per_second=float("inf"))
+    admitted = PlausibilityGate().admit(sample)
+    assert [(r.check, r.device, r.field) for r in admitted.rejected] == [("context_switch", "GPU-1",
+                                                                          "ctxsw_per_second")]
+    assert (admitted.gpus[1].ctxsw_active, admitted.gpus[1].ctxsw_per_second) == (0.04, None)
+    assert admitted.quarantined == {"GPU-1"}
 
 
 # The straight-line fast paths (``_plausible_gpu``, ``_plausible_mig``) must say "plausible" exactly when the full
@@ -265,19 +282,23 @@ def test_every_check_is_named_in_checks() -> None:
 _EDGES = st.one_of(st.none(), st.sampled_from([-1.0, 0.0, 0.5, 1.0, 1.0001, 1.5, 99.0, 151.0, -41.0, 5e3, 5001.0,
                                                1e4, 10001.0, 256e9, 3e11, float("nan"), float("inf")]))
 _BYTES = st.one_of(st.none(), st.sampled_from([-1, 0, 1, 10 << 30, 40 << 30, 80 << 30, 1 << 50, 10**30]))
+_SWITCHES = st.one_of(st.none(), st.sampled_from([-1.0, 0.0, 1500.0, 1e6, 1.000001e6, float("nan"), float("inf")]))
 
 
 @settings(max_examples=400, deadline=None)
 @given(total=_BYTES, used=_BYTES, reserved=_BYTES, gpu_util=_EDGES, memory_util=_EDGES, dram=_EDGES, sm=_EDGES,
        power=_EDGES, limit=_EDGES, temperature=_EDGES, clock=_EDGES, maximum=_EDGES, tx=_EDGES, rx=_EDGES,
-       link=_EDGES, reasons=st.one_of(st.none(), st.sampled_from([-1, 0, 7, 1 << 64])))
+       link=_EDGES, reasons=st.one_of(st.none(), st.sampled_from([-1, 0, 7, 1 << 64])), switching=_EDGES,
+       switches=_SWITCHES)
 def test_the_fast_gpu_check_agrees_with_the_full_one(total, used, reserved, gpu_util, memory_util, dram, sm, power,
-                                                     limit, temperature, clock, maximum, tx, rx, link, reasons):
+                                                     limit, temperature, clock, maximum, tx, rx, link, reasons,
+                                                     switching, switches):
     gpu = GpuSample(index=0, uuid="GPU-x", name="H100", memory_total_bytes=total, memory_used_bytes=used,
                     memory_reserved_bytes=reserved, gpu_util=gpu_util, memory_util=memory_util, dram_bw_util=dram,
                     sm_util=sm, power_watts=power, power_limit_watts=limit, temperature_celsius=temperature,
                     sm_clock_mhz=clock, sm_clock_max_mhz=maximum, clock_event_reasons=reasons,
-                    pcie_tx_bytes_per_second=tx, pcie_rx_bytes_per_second=rx, pcie_link_bytes_per_second=link)
+                    pcie_tx_bytes_per_second=tx, pcie_rx_bytes_per_second=rx, pcie_link_bytes_per_second=link,
+                    ctxsw_active=switching, ctxsw_per_second=switches)
     found = full.Found()
     full.check_gpu(gpu, (), found)
     refused = bool(found.rejections)
@@ -286,14 +307,16 @@ def test_the_fast_gpu_check_agrees_with_the_full_one(total, used, reserved, gpu_
 
 
 @settings(max_examples=300, deadline=None)
-@given(total=_BYTES, used=_BYTES, reserved=_BYTES, dram=_EDGES, sm=_EDGES, occupancy=_EDGES, tx=_EDGES, rx=_EDGES)
-def test_the_fast_instance_check_agrees_with_the_full_one(total, used, reserved, dram, sm, occupancy, tx, rx):
+@given(total=_BYTES, used=_BYTES, reserved=_BYTES, dram=_EDGES, sm=_EDGES, occupancy=_EDGES, tx=_EDGES, rx=_EDGES,
+       switching=_EDGES, switches=_SWITCHES)
+def test_the_fast_instance_check_agrees_with_the_full_one(total, used, reserved, dram, sm, occupancy, tx, rx,
+                                                          switching, switches):
     gpu = GpuSample(index=0, uuid="GPU-x", name="H100", mig_enabled=True, memory_total_bytes=80 << 30,
                     pcie_link_bytes_per_second=63e9)
     mig = MigSample(uuid="MIG-x", gpu_index=0, gpu_instance=1, compute_instance=0, profile="1g.10gb",
                     memory_total_bytes=total, memory_used_bytes=used, memory_reserved_bytes=reserved,
                     dram_bw_util=dram, sm_util=sm, sm_occupancy=occupancy, pcie_tx_bytes_per_second=tx,
-                    pcie_rx_bytes_per_second=rx)
+                    pcie_rx_bytes_per_second=rx, ctxsw_active=switching, ctxsw_per_second=switches)
     found = full.Found()
     full.check_gpu(gpu, (mig,), found)
     assert full._plausible_mig(mig, (80 << 30) + full.MEMORY_SLACK_BYTES,

@@ -107,3 +107,47 @@ def test_loader_returns_pynvml() -> None:
 
     assert nvml.__name__ == "pynvml"
     assert hasattr(nvml, "nvmlGpmMetricsGet") and not issubclass(nvml.NVMLLibraryMismatchError, nvml.NVMLError)
+
+
+GR0_CTXSW = {"GR0_CTXSW_CYCLES_ELAPSED", "GR0_CTXSW_CYCLES_ACTIVE", "GR0_CTXSW_REQUESTS", "GR0_CTXSW_CYCLES_PER_REQ",
+             "GR0_CTXSW_ACTIVE_PCT"}
+
+
+def _ctxsw_probe(*, ctxsw: bool) -> dict:
+    clock = SimClock()
+    node = SimulatedGpuNode.from_scenario({
+        "name": "ctxsw", "gpus": [{"model": "H100-80GB-HBM3", "gpm_ctxsw": ctxsw},
+                                  {"model": "H100-80GB-HBM3", "mig": ["3g.40gb"], "gpm_ctxsw": ctxsw}],
+        "pods": [{"namespace": "a", "name": "p", "device": {"gpu": 0}, "workload": {"sm": {"base": 0.5}}}],
+    }, clock)
+    try:
+        return probe(node.nvml, sleep=clock.advance, event_wait_ms=5)
+    finally:
+        node.close()
+
+
+def test_probe_lists_the_context_switch_metrics_each_gpm_stream_answers() -> None:
+    whole, mig_gpu = _ctxsw_probe(ctxsw=True)["gpus"]
+    listed = whole["gpm"]["metrics"]["context_switch"]
+    assert {name for name, answer in listed.items() if answer == "supported"} == GR0_CTXSW
+    # the other graphics engines are asked on the whole GPU too: which ones a driver answers is the news
+    assert {name for name, answer in listed.items() if answer != "supported"} == {
+        f"GR{engine}_CTXSW_ACTIVE_PCT" for engine in range(1, 8)}
+    assert set(listed.values()) == {"supported", "not_supported"}
+    requests = whole["gpm"]["metrics"]["value"][str(pynvml.NVML_GPM_METRIC_GR0_CTXSW_REQUESTS)]
+    assert requests["name"] == "GR0_CTXSW_REQUESTS" and requests["supported"] and "error" not in requests
+    for stream in (mig_gpu["gpu_instances"][0], mig_gpu["mig_devices"][0]):  # per GPU instance and per CI
+        assert stream["gpm"]["metrics"]["context_switch"] == dict.fromkeys(sorted(GR0_CTXSW), "supported")
+
+
+def test_probe_shows_an_old_drivers_refusal_per_metric_and_the_other_metrics_still_answered() -> None:
+    whole, mig_gpu = _ctxsw_probe(ctxsw=False)["gpus"]
+    for stream in (whole, mig_gpu["gpu_instances"][0], mig_gpu["mig_devices"][0]):
+        metrics = stream["gpm"]["metrics"]
+        assert metrics["supported"] and set(metrics["context_switch"].values()) == {"not_supported"}
+        assert GR0_CTXSW <= set(metrics["context_switch"])
+        answered = {entry["name"] for entry in metrics["value"].values() if entry["supported"]}
+        assert answered and not answered & GR0_CTXSW  # SM, DRAM, PCIe in the same request: still answered
+    refused = whole["gpm"]["metrics"]["value"][str(pynvml.NVML_GPM_METRIC_GR0_CTXSW_ACTIVE_PCT)]
+    assert (refused["supported"], refused["error"], refused["nvmlReturn"]) == (
+        False, "not_supported", pynvml.NVML_ERROR_NOT_SUPPORTED)

@@ -7,6 +7,7 @@ import pytest
 from watchdog.sampling import nvml_library
 from watchdog.testbed import SimClock, SimulatedGpuNode
 from watchdog.testbed.contention import allocate_memory, water_fill
+from tests.testbed.gpm_requests import read_metrics
 
 pynvml = nvml_library.load()
 GIB = 1 << 30
@@ -58,8 +59,10 @@ def test_time_sliced_gpu_reports_achieved_shares_per_process(node):
     a100 = nvml.nvmlDeviceGetHandleByIndex(1)
     by_pid = {s.pid: s for s in nvml.nvmlDeviceGetProcessUtilization(a100, 0)}
     pids = {p.pod: p.pid for p in node.processes()}
+    # Three contexts with work lose 2 × 0.03 of the GPU's time to switching (the default context_switch_overhead):
+    # small gets its 0.2, greedy and mid split the 0.74 left, and the shares sum to 0.94 while the GPU reads 100 %.
     assert by_pid[pids["small"]].smUtil == 20
-    assert by_pid[pids["greedy"]].smUtil == 40 and by_pid[pids["mid"]].smUtil == 40
+    assert by_pid[pids["greedy"]].smUtil == 37 and by_pid[pids["mid"]].smUtil == 37
     assert nvml.nvmlDeviceGetUtilizationRates(a100).gpu == 100
     assert by_pid[pids["greedy"]].memUtil == 90  # DRAM left over by the others goes to the greedy one
     memory = nvml.nvmlDeviceGetMemoryInfo(a100, pynvml.nvmlMemory_v2)
@@ -132,18 +135,7 @@ def test_mig_slots_are_sparse_and_instances_isolated(node):
 
 
 def _gpm(nvml, take_first, take_second, metrics):
-    first, second = nvml.nvmlGpmSampleAlloc(), nvml.nvmlGpmSampleAlloc()
-    take_first(first)
-    take_second(second)
-    request = pynvml.c_nvmlGpmMetricsGet_t()
-    request.version, request.numMetrics = pynvml.NVML_GPM_METRICS_GET_VERSION, len(metrics)
-    request.sample1, request.sample2 = first, second
-    for position, metric in enumerate(metrics):
-        request.metrics[position].metricId = metric
-    nvml.nvmlGpmMetricsGet(request)
-    nvml.nvmlGpmSampleFree(first)
-    nvml.nvmlGpmSampleFree(second)
-    return [(request.metrics[i].nvmlReturn, request.metrics[i].value) for i in range(len(metrics))]
+    return [(status, value) for status, value, _ in read_metrics(nvml, take_first, take_second, metrics)]
 
 
 def test_gpm_averages_over_the_interval_between_samples():

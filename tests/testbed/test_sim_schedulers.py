@@ -42,11 +42,12 @@ def test_proportional_shares_follow_demand_once_the_total_exceeds_the_capacity()
 
 
 def test_round_robin_is_the_default_and_leaves_a_modest_pod_its_demand():
-    assert sm_percent(None) == sm_percent("roundrobin") == {"serve": 40, "hog": 60}
+    # Two contexts lose 0.03 of the GPU to switching (the default overhead): hog gets the 0.57 serve leaves.
+    assert sm_percent(None) == sm_percent("roundrobin") == {"serve": 40, "hog": 57}
 
 
 def test_a_proportional_gpu_squeezes_the_modest_pod_below_its_fair_share():
-    assert sm_percent("proportional") == {"serve": 29, "hog": 71}  # 0.4 / 1.4 and 1.0 / 1.4, rounded
+    assert sm_percent("proportional") == {"serve": 28, "hog": 69}  # 0.4 and 1.0 × 0.97 / 1.4, rounded
 
 
 def test_an_unknown_scheduler_is_a_scenario_error_naming_the_field():

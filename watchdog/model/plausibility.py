@@ -37,7 +37,8 @@ DEFAULT_QUARANTINE_TICKS = 10
 """Consecutive plausible ticks a device must read before detection judges it again (10 s at the default 1 s
 tick): a device that produced an impossible value once is not trusted on the very next reading."""
 
-CHECKS = ("identity", "continuity", "memory", "ratio", "clock", "power", "temperature", "pcie", "xid")
+CHECKS = ("identity", "continuity", "memory", "ratio", "clock", "power", "temperature", "pcie", "context_switch",
+          "xid")
 """Every ``check`` a Rejection can name: the ``check`` label values of ``gpu_watchdog_readings_rejected_total``."""
 
 _Identity = tuple[str, int, int, str]  # (GPU UUID, GPU instance, compute instance, profile) of one MIG device

@@ -32,6 +32,9 @@ CLOCK_MARGIN = 1.05  # the current SM clock never exceeds nvmlDeviceGetMaxClockI
 TEMPERATURE_CELSIUS = (-40.0, 150.0)  # NVML reports unsigned °C; GPUs shut down near 100 °C
 MAX_PCIE_BYTES_PER_SECOND = 256e9  # PCIe 7.0 x16, one direction: the bound when the link rate is unknown
 PCIE_MARGIN = 2.0  # a 20 ms throughput window may read above the link's usable rate, not twice above it
+# A context switch takes microseconds (a save and restore of the engine's state), so a million per second would
+# leave no time for work: far above any real scheduler's rate (time slices are milliseconds), yet not a loose cap.
+MAX_CTXSW_PER_SECOND = 1e6
 _MAX_TEXT = 80
 _MAX_MASK = (1 << 64) - 1
 _MAX_TIMESTAMP = 1e13  # epoch seconds, ~year 318,000: finite and not absurd
@@ -45,8 +48,10 @@ _GPU_RANGES = (
     ("sm_clock_mhz", "clock", 1.0, MAX_CLOCK_MHZ), ("sm_clock_max_mhz", "clock", 1.0, MAX_CLOCK_MHZ),
     ("clock_event_reasons", "clock", 0, _MAX_MASK),
     ("pcie_link_bytes_per_second", "pcie", 0.0, MAX_PCIE_BYTES_PER_SECOND),
+    ("ctxsw_active", "ratio", *_RATIO), ("ctxsw_per_second", "context_switch", 0.0, MAX_CTXSW_PER_SECOND),
 )
-_MIG_RANGES = (("dram_bw_util", "ratio", *_RATIO), ("sm_util", "ratio", *_RATIO), ("sm_occupancy", "ratio", *_RATIO))
+_MIG_RANGES = (("dram_bw_util", "ratio", *_RATIO), ("sm_util", "ratio", *_RATIO), ("sm_occupancy", "ratio", *_RATIO),
+               ("ctxsw_active", "ratio", *_RATIO), ("ctxsw_per_second", "context_switch", 0.0, MAX_CTXSW_PER_SECOND))
 _PROCESS_RANGES = (("sm_util", "ratio", *_RATIO), ("memory_util", "ratio", *_RATIO))
 _MEMORY = ("memory_total_bytes", "memory_used_bytes", "memory_reserved_bytes")
 _DROP_MEMORY = dict.fromkeys(_MEMORY)
@@ -151,12 +156,15 @@ def _plausible_mig(mig: MigSample, ceiling: int, pcie: float) -> bool:
     total, used, reserved = mig.memory_total_bytes, mig.memory_used_bytes, mig.memory_reserved_bytes
     dram, sm, occupancy = mig.dram_bw_util, mig.sm_util, mig.sm_occupancy
     tx, rx = mig.pcie_tx_bytes_per_second, mig.pcie_rx_bytes_per_second
+    switching, switches = mig.ctxsw_active, mig.ctxsw_per_second
     if not ((total is None or 1 <= total <= ceiling) and (used is None or 0 <= used <= MAX_MEMORY_BYTES)
             and (reserved is None or 0 <= reserved <= MAX_MEMORY_BYTES)
             and (total is None or (used or 0) + (reserved or 0) <= total + MEMORY_SLACK_BYTES)
             and (dram is None or 0.0 <= dram <= 1.0) and (sm is None or 0.0 <= sm <= 1.0)
             and (occupancy is None or 0.0 <= occupancy <= 1.0)
-            and (tx is None or 0.0 <= tx <= pcie) and (rx is None or 0.0 <= rx <= pcie)):
+            and (tx is None or 0.0 <= tx <= pcie) and (rx is None or 0.0 <= rx <= pcie)
+            and (switching is None or 0.0 <= switching <= 1.0)
+            and (switches is None or 0.0 <= switches <= MAX_CTXSW_PER_SECOND)):
         return False
     high = MAX_MEMORY_BYTES if total is None else total + MEMORY_SLACK_BYTES
     for proc in mig.processes:
@@ -178,6 +186,7 @@ def _plausible_gpu(gpu: GpuSample) -> bool:
     power, limit, temperature = gpu.power_watts, gpu.power_limit_watts, gpu.temperature_celsius
     clock, maximum, reasons, link = gpu.sm_clock_mhz, gpu.sm_clock_max_mhz, gpu.clock_event_reasons, \
         gpu.pcie_link_bytes_per_second
+    switching, switches = gpu.ctxsw_active, gpu.ctxsw_per_second
     if not ((gpu_util is None or 0.0 <= gpu_util <= 1.0) and (memory_util is None or 0.0 <= memory_util <= 1.0)
             and (dram is None or 0.0 <= dram <= 1.0) and (sm is None or 0.0 <= sm <= 1.0)
             and (power is None or 0.0 <= power <= MAX_POWER_WATTS)
@@ -186,7 +195,9 @@ def _plausible_gpu(gpu: GpuSample) -> bool:
             and (clock is None or 1.0 <= clock <= MAX_CLOCK_MHZ)
             and (maximum is None or 1.0 <= maximum <= MAX_CLOCK_MHZ)
             and (reasons is None or 0 <= reasons <= _MAX_MASK)
-            and (link is None or 0.0 <= link <= MAX_PCIE_BYTES_PER_SECOND)):
+            and (link is None or 0.0 <= link <= MAX_PCIE_BYTES_PER_SECOND)
+            and (switching is None or 0.0 <= switching <= 1.0)
+            and (switches is None or 0.0 <= switches <= MAX_CTXSW_PER_SECOND)):
         return False
     if clock is not None and maximum is not None and clock > maximum * CLOCK_MARGIN:
         return False

@@ -52,6 +52,10 @@ class MigSample:
     # GPM PCIE_TX/RX_PER_SEC of the GPU instance (nvmlGpmMigSampleGet), bytes/s; every CI of the GI reports its GI's.
     pcie_tx_bytes_per_second: float | None = None
     pcie_rx_bytes_per_second: float | None = None
+    # GPM (NVML 12.9+) graphics engine 0 context switching over the sample interval, of its GPU instance:
+    # share of the time switching (GR0_CTXSW_ACTIVE_PCT / 100) and requests per second (GR0_CTXSW_REQUESTS / s).
+    ctxsw_active: float | None = None
+    ctxsw_per_second: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +82,10 @@ class GpuSample:
     clock_event_reasons: int | None = None  # nvmlClocksEventReason* bit mask
     pcie_tx_bytes_per_second: float | None = None
     pcie_rx_bytes_per_second: float | None = None
+    # GPM (NVML 12.9+), whole GPU, not in MIG mode: share of the time graphics engine 0 spent switching contexts
+    # (GR0_CTXSW_ACTIVE_PCT / 100) and context-switch requests per second (GR0_CTXSW_REQUESTS over the interval).
+    ctxsw_active: float | None = None
+    ctxsw_per_second: float | None = None
     # One direction's usable rate of the link as trained now (nvmlDeviceGetCurrPcieLinkGeneration × …Width).
     pcie_link_bytes_per_second: float | None = None
     instances: tuple[MigSample, ...] = ()

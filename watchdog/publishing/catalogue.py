@@ -97,6 +97,15 @@ GPU_PCIE_LINK = _gauge(
     "gpu_pcie_link_bytes_per_second", "Data rate of the PCIe link per direction at its current generation and width.",
     GPU_LABELS, unit="bytes_per_second",
 )
+GPU_CONTEXT_SWITCH_ACTIVE = _gauge(
+    "gpu_context_switch_active_ratio",
+    "Share of the time the graphics engine spent switching between contexts (GPM, not in MIG mode).",
+    GPU_LABELS, unit="ratio",
+)
+GPU_CONTEXT_SWITCHES = _gauge(
+    "gpu_context_switches_per_second", "Context-switch requests per second of the graphics engine (GPM, not in MIG "
+    "mode).", GPU_LABELS, unit="per_second",
+)
 GPU_PROCESSES = _gauge("gpu_processes", "Compute processes on the GPU, MIG instances included.", GPU_LABELS)
 
 # ----------------------------------------------------------------------------------- per MIG instance
@@ -132,6 +141,16 @@ MIG_PCIE_TX = _gauge(
 MIG_PCIE_RX = _gauge(
     "mig_pcie_rx_bytes_per_second", "PCIe receive throughput of the GPU instance (GPM)." + _MIG_HELP_OWNER,
     MIG_LABELS + POD_LABELS, unit="bytes_per_second", attributed=True,
+)
+MIG_CONTEXT_SWITCH_ACTIVE = _gauge(
+    "mig_context_switch_active_ratio",
+    "Share of the time the GPU instance's graphics engine spent switching between contexts (GPM)." + _MIG_HELP_OWNER,
+    MIG_LABELS + POD_LABELS, unit="ratio", attributed=True,
+)
+MIG_CONTEXT_SWITCHES = _gauge(
+    "mig_context_switches_per_second",
+    "Context-switch requests per second of the GPU instance's graphics engine (GPM)." + _MIG_HELP_OWNER,
+    MIG_LABELS + POD_LABELS, unit="per_second", attributed=True,
 )
 MIG_PROCESSES = _gauge(
     "mig_processes", "Compute processes on the MIG instance." + _MIG_HELP_OWNER,

@@ -49,6 +49,8 @@ _GPU_VALUES: tuple[tuple[c.FamilySpec, str, float], ...] = (
     (c.GPU_PCIE_TX, "pcie_tx_bytes_per_second", 1.0),
     (c.GPU_PCIE_RX, "pcie_rx_bytes_per_second", 1.0),
     (c.GPU_PCIE_LINK, "pcie_link_bytes_per_second", 1.0),
+    (c.GPU_CONTEXT_SWITCH_ACTIVE, "ctxsw_active", 1.0),
+    (c.GPU_CONTEXT_SWITCHES, "ctxsw_per_second", 1.0),
 )
 
 _MIG_VALUES: tuple[tuple[c.FamilySpec, str], ...] = (
@@ -60,13 +62,16 @@ _MIG_VALUES: tuple[tuple[c.FamilySpec, str], ...] = (
     (c.MIG_SM_OCCUPANCY, "sm_occupancy"),
     (c.MIG_PCIE_TX, "pcie_tx_bytes_per_second"),
     (c.MIG_PCIE_RX, "pcie_rx_bytes_per_second"),
+    (c.MIG_CONTEXT_SWITCH_ACTIVE, "ctxsw_active"),
+    (c.MIG_CONTEXT_SWITCHES, "ctxsw_per_second"),
 )
 
 
 # A GPU instance's numbers, which every compute instance of a split GI repeats (nvmlDeviceGetMemoryInfo on a CI
-# handle answers the GI's memory; GPM DRAM and PCIe are sampled per GI): on a split GI they name no single pod.
+# handle answers the GI's memory; GPM DRAM, PCIe and context switching are sampled per GI): on a split GI they name
+# no single pod.
 _GI_LEVEL = frozenset({c.MIG_MEMORY_TOTAL, c.MIG_MEMORY_USED, c.MIG_MEMORY_RESERVED, c.MIG_DRAM_BW, c.MIG_PCIE_TX,
-                       c.MIG_PCIE_RX})
+                       c.MIG_PCIE_RX, c.MIG_CONTEXT_SWITCH_ACTIVE, c.MIG_CONTEXT_SWITCHES})
 _MIG_GI_LEVEL = tuple(spec in _GI_LEVEL for spec, _ in _MIG_VALUES)
 
 # One attrgetter per table reads every attribute of a sample in a single C call.

@@ -1,10 +1,11 @@
 """``gpu-watchdog probe``: what this node's driver actually answers to every call the sampler makes.
 
 NVML's documentation leaves several behaviours open, and this agent was written without a GPU to confirm them (per-MIG
-GPM support, which error a MIG handle gives, process calls on MIG parents, event calls on MIG handles). The probe runs
-each call once per GPU and per MIG device and reports "supported, with this value" or "failed, with this error", as
-JSON, so the first run on a real node settles those questions. It only reads: it never changes MIG mode, clocks, power
-limits or persistence (the event set it registers on is the probe's own and is freed, see probe_events).
+GPM support, which error a MIG handle gives, process calls on MIG parents, event calls on MIG handles, which GPM
+metrics a driver answers: the context-switch counters need NVML 12.9+). The probe runs each call once per GPU and
+per MIG device and reports "supported, with this value" or "failed, with this error", as JSON, so the first run on a
+real node settles those questions. It only reads: it never changes MIG mode, clocks, power limits or persistence (the
+event set it registers on is the probe's own and is freed, see probe_events).
 """
 
 from __future__ import annotations
@@ -20,6 +21,14 @@ from watchdog.sampling.gpm import DRAM_BW_UTIL, PCIE_RX_PER_SEC, PCIE_TX_PER_SEC
 from watchdog.sampling.inventory import text
 from watchdog.sampling.probe_events import probe_events
 
+
+# nvml.h (NVML 12.9+): graphics engine 0's five context-switch counters, NVML_GPM_METRIC_GR0_CTXSW_CYCLES_ELAPSED
+# (170) … _ACTIVE_PCT (174), of which the sampler reads ACTIVE_PCT and REQUESTS, asked on every GPM stream; and the
+# other engines' ACTIVE_PCT (GR1 179 … GR7 209) on the whole GPU, to show which engines a driver answers for.
+GR0_CTXSW = (170, 171, 172, 173, 174)
+OTHER_ENGINES_CTXSW_ACTIVE_PCT = tuple(range(179, 210, 5))
+_METRIC_PREFIX = "NVML_GPM_METRIC_"
+_NOT_ANSWERED = 0xFFFFFFFF
 
 # (label, function, constant holding the argument, its value in nvml.h)
 _GPU_CALLS_WITH_ARGUMENT = (
@@ -132,7 +141,8 @@ def _probe_gpu(record: _Recorder, nvml: ModuleType, *, gpu: dict, handle: Any, g
     gpu["uuid"] = uuid
     gpm = bool(calls["nvmlGpmQueryDeviceSupport"].get("value", {}).get("isSupportedDevice"))
     if gpm:
-        gpm_streams.append((gpu, lambda sample: nvml.nvmlGpmSampleGet(handle, sample), (SM_UTIL, DRAM_BW_UTIL)))
+        gpm_streams.append((gpu, lambda sample: nvml.nvmlGpmSampleGet(handle, sample),
+                            (SM_UTIL, DRAM_BW_UTIL) + GR0_CTXSW + OTHER_ENGINES_CTXSW_ACTIVE_PCT))
     maximum = calls["nvmlDeviceGetMaxMigDeviceCount"].get("value") or 0
     empty = {nvml_code(nvml, "NVML_ERROR_NOT_FOUND"), nvml_code(nvml, "NVML_ERROR_INVALID_ARGUMENT")}
     gpm_gis: set[int] = set()
@@ -150,7 +160,8 @@ def _probe_gpu(record: _Recorder, nvml: ModuleType, *, gpu: dict, handle: Any, g
         _probe_mig(record, nvml, mig=mig, handle=mig_handle)
         gi = mig["calls"]["nvmlDeviceGetGpuInstanceId"].get("value")
         if gpm:
-            gpm_streams.append((mig, lambda s, h=mig_handle: nvml.nvmlGpmSampleGet(h, s), (SM_UTIL, SM_OCCUPANCY)))
+            gpm_streams.append((mig, lambda s, h=mig_handle: nvml.nvmlGpmSampleGet(h, s),
+                                (SM_UTIL, SM_OCCUPANCY) + GR0_CTXSW))
             if gi is not None and gi not in gpm_gis:
                 gpm_gis.add(gi)
                 gi_report = {"gpu_instance": gi}
@@ -158,7 +169,7 @@ def _probe_gpu(record: _Recorder, nvml: ModuleType, *, gpu: dict, handle: Any, g
                 # DRAM bandwidth per GPU instance: the parent handle plus the GI id (DCGM's DcgmGpmManager); PCIe
                 # too, where the driver answers it per GI (the PCIe contention domain needs it).
                 take = functools.partial(nvml.nvmlGpmMigSampleGet, handle, gi)
-                gpm_streams.append((gi_report, take, (DRAM_BW_UTIL, PCIE_TX_PER_SEC, PCIE_RX_PER_SEC)))
+                gpm_streams.append((gi_report, take, (DRAM_BW_UTIL, PCIE_TX_PER_SEC, PCIE_RX_PER_SEC) + GR0_CTXSW))
     return first_mig
 
 
@@ -234,18 +245,54 @@ def _take(report: dict, label: str, *, nvml: ModuleType, take: Callable[[Any], A
 
 
 def _metrics(nvml: ModuleType, *, first: Any, second: Any, metrics: tuple[int, ...]) -> dict[str, Any]:
+    """One nvmlGpmMetricsGet: per metric id, its name, whether the driver answered it (else the error) and the
+    value; and under ``context_switch`` the answer to each CTXSW metric by name (drivers before 12.9 refuse them)."""
     request = nvml.c_nvmlGpmMetricsGet_t()
     request.version = int(getattr(nvml, "NVML_GPM_METRICS_GET_VERSION", 1))
     request.numMetrics = len(metrics)
     request.sample1, request.sample2 = first, second
     for position, metric in enumerate(metrics):
         request.metrics[position].metricId = metric
+        request.metrics[position].nvmlReturn = _NOT_ANSWERED  # a slot the driver leaves alone is no success
     try:
         nvml.nvmlGpmMetricsGet(request)
     except Exception as exc:
         return {"supported": False, "error": error_name(nvml, exc)}
-    result = {}
+    names = _metric_names(nvml)
+    result: dict[str, Any] = {}
+    context_switch: dict[str, str] = {}
     for position, metric in enumerate(metrics):
         slot = request.metrics[position]
-        result[str(metric)] = {"nvmlReturn": int(slot.nvmlReturn), "value": float(slot.value)}
-    return {"supported": True, "value": result}
+        code = int(slot.nvmlReturn)
+        name = names.get(metric, str(metric))
+        entry: dict[str, Any] = {"name": name, "supported": code == 0, "nvmlReturn": code, "value": float(slot.value)}
+        if code:
+            entry["error"] = _code_name(nvml, code)
+        result[str(metric)] = entry
+        if "_CTXSW_" in name:
+            context_switch[name] = "supported" if code == 0 else entry["error"]
+    report: dict[str, Any] = {"supported": True, "value": result}
+    if context_switch:
+        report["context_switch"] = context_switch
+    return report
+
+
+def _metric_names(nvml: ModuleType) -> dict[int, str]:
+    """GPM metric id → its nvml.h name without NVML_GPM_METRIC_ (GR0_CTXSW_REQUESTS …), from the module itself."""
+    names: dict[int, str] = {}
+    for attribute in sorted(dir(nvml)):
+        if attribute.startswith(_METRIC_PREFIX) and attribute != _METRIC_PREFIX + "MAX":
+            value = getattr(nvml, attribute)
+            if isinstance(value, int):
+                names.setdefault(value, attribute.removeprefix(_METRIC_PREFIX))
+    return names
+
+
+def _code_name(nvml: ModuleType, code: int) -> str:
+    """A slot's nvmlReturn as the probe names errors elsewhere (not_supported …)."""
+    if code == _NOT_ANSWERED:
+        return "not_answered"
+    try:
+        return error_name(nvml, nvml.NVMLError(code))
+    except Exception:  # a code pynvml has no class for
+        return f"nvml_error_{code}"

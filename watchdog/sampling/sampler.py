@@ -21,7 +21,8 @@ from watchdog.config.sampling import SamplingSettings
 from watchdog.model import GpuSample, MigSample, NodeSample
 from watchdog.model.plausibility import PlausibilityGate
 from watchdog.sampling.call_guard import CallGuard, ErrorCounts, GpuLost, StaleHandle, nvml_code
-from watchdog.sampling.gpm import DRAM_BW_UTIL, PCIE_RX_PER_SEC, PCIE_TX_PER_SEC, SM_OCCUPANCY, SM_UTIL, GpmTracker
+from watchdog.sampling.gpm import (CTXSW, DRAM_BW_UTIL, PCIE_RX_PER_SEC, PCIE_TX_PER_SEC, SM_OCCUPANCY, SM_UTIL,
+                                   GpmTracker)
 from watchdog.sampling.pcie_link import link_bytes_per_second
 from watchdog.sampling.inventory import GpuEntry, MigEntry, enumerate_instances, open_gpu, read_mig_mode, text
 from watchdog.sampling.processes import ProcessReader
@@ -32,6 +33,10 @@ log = logging.getLogger(__name__)
 EVENT_REASONS = "nvmlDeviceGetCurrentClocksEventReasons"
 THROTTLE_REASONS = "nvmlDeviceGetCurrentClocksThrottleReasons"  # deprecated name of the same mask (R535 rename)
 _ALL_GPUS = -1
+# GPM requests: the whole GPU's (not in MIG mode) and a GPU instance's, each ending in the optional CTXSW metrics
+# (NVML 12.9+), which the tracker leaves out of a device's requests once its driver refuses them.
+_GPU_GPM = (SM_UTIL, DRAM_BW_UTIL) + CTXSW
+_GI_GPM = (DRAM_BW_UTIL, PCIE_TX_PER_SEC, PCIE_RX_PER_SEC) + CTXSW
 # Per-type getter caches (pure functions of the struct type), so sharing them between samplers is harmless.
 _MEMORY_V2_FIELDS = FieldReader("total", "used", "reserved")
 _MEMORY_V1_FIELDS = FieldReader("total", "used")
@@ -212,12 +217,13 @@ class NvmlSampler:
             entry.sm_clock_max_mhz = None if maximum is None else float(maximum)
         tx = guard.call(key, "nvmlDeviceGetPcieThroughput", handle, self._pcie_tx, label="pcie_tx")
         rx = guard.call(key, "nvmlDeviceGetPcieThroughput", handle, self._pcie_rx, label="pcie_rx")
-        gpm_sm = gpm_dram = None
+        gpm_sm = gpm_dram = ctxsw_active = ctxsw_rate = None
         if not entry.mig_enabled and self._gpm_supported(entry):
-            gpm_sm, gpm_dram = self._gpm.read(
+            gpm_sm, gpm_dram, ctxsw_active, ctxsw_rate = self._gpm.read(
                 ("gpu", key),
                 device_key=key,
-                metrics=(SM_UTIL, DRAM_BW_UTIL),
+                metrics=_GPU_GPM,
+                optional=len(CTXSW),
                 now=now,
                 take=lambda sample: guard.call(key, "nvmlGpmSampleGet", handle, sample),
             )
@@ -250,6 +256,8 @@ class NvmlSampler:
             clock_event_reasons=self._clock_reasons(key, handle),
             pcie_tx_bytes_per_second=None if tx is None else tx * 1024.0,  # NVML reports KB/s
             pcie_rx_bytes_per_second=None if rx is None else rx * 1024.0,
+            ctxsw_active=ctxsw_active,
+            ctxsw_per_second=ctxsw_rate,
             pcie_link_bytes_per_second=link_bytes_per_second(
                 guard.call(key, "nvmlDeviceGetCurrPcieLinkGeneration", handle, label="pcie_link_gen"),
                 guard.call(key, "nvmlDeviceGetCurrPcieLinkWidth", handle, label="pcie_link_width"),
@@ -302,13 +310,15 @@ class NvmlSampler:
     def _sample_instance(self, entry: GpuEntry, mig: MigEntry, *, now: float, gpm: bool) -> MigSample:
         guard, key, handle = self._guard, mig.uuid, mig.handle
         total, used, reserved = self._memory(key, handle, mig=True)
-        dram = sm = occupancy = pcie_tx = pcie_rx = None
+        dram = sm = occupancy = pcie_tx = pcie_rx = ctxsw_active = ctxsw_rate = None
         if gpm:
-            # PCIe per GI too: the link is the one path MIG does not partition (nvidia_gpu_exporter reads it so).
-            dram, pcie_tx, pcie_rx = self._gpm.read(
+            # PCIe per GI too: the link is the one path MIG does not partition (nvidia_gpu_exporter reads it so);
+            # context switching per GI, in the same request, where the driver answers it (NVML 12.9+).
+            dram, pcie_tx, pcie_rx, ctxsw_active, ctxsw_rate = self._gpm.read(
                 ("gi", entry.uuid, mig.gpu_instance),
                 device_key=entry.uuid,
-                metrics=(DRAM_BW_UTIL, PCIE_TX_PER_SEC, PCIE_RX_PER_SEC),
+                metrics=_GI_GPM,
+                optional=len(CTXSW),
                 now=now,
                 # DRAM bandwidth is a GPU-instance resource: sample it on the parent with the GI id (DCGM).
                 take=lambda sample: guard.call(
@@ -338,6 +348,8 @@ class NvmlSampler:
             processes=processes,
             pcie_tx_bytes_per_second=pcie_tx,
             pcie_rx_bytes_per_second=pcie_rx,
+            ctxsw_active=ctxsw_active,
+            ctxsw_per_second=ctxsw_rate,
         )
 
     # ------------------------------------------------------------------------------------------ readers

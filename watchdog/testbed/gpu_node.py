@@ -16,6 +16,7 @@ from typing import NamedTuple
 from watchdog.model import NOT_ATTRIBUTABLE
 from watchdog.testbed import mps
 from watchdog.testbed.clock import SimClock
+from watchdog.testbed.contention import GpuSharing
 from watchdog.testbed.curves import CurveEvaluator
 from watchdog.testbed.nvml.event_sets import EventHub
 from watchdog.testbed.nvml.module import SimulatedNvml
@@ -92,6 +93,9 @@ class SimulatedGpuNode:
         self._layouts: dict[tuple[int, int], GpuLayout] = {}
         self._states: OrderedDict[int, TickState] = OrderedDict()
         self._sources = self._workload_sources()
+        self._sharing = [GpuSharing(scheduler=gpu.scheduler,
+                                    switch_overhead=0.0 if gpu.mps else gpu.context_switch_overhead,
+                                    mps_replicas=gpu.replicas if gpu.mps else None) for gpu in scenario.gpus]
         taken = {pod.pid for pod in scenario.pods} | {host.pid for host in scenario.host_processes}
         self.mps_servers = {index: mps.server_pid(scenario.seed, index, taken)  # type: ignore[arg-type]
                             for index, gpu in enumerate(scenario.gpus) if gpu.mps}
@@ -127,7 +131,7 @@ class SimulatedGpuNode:
         if cached is None:
             cached = compute_tick(tick, models=self.models, limits=self.power_limits, gpu_uuids=self.gpu_uuids,
                                   layouts=[self.layout(gpu, tick) for gpu in range(len(self.models))],
-                                  sources=self._sources, schedulers=[gpu.scheduler for gpu in self.scenario.gpus])
+                                  sources=self._sources, sharing=self._sharing)
             self._states[tick] = cached
             if len(self._states) > _STATE_CACHE_TICKS:
                 self._states.popitem(last=False)

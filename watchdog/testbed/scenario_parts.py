@@ -53,11 +53,19 @@ class GpuSpec(Strict):
     # How processes sharing the GPU (or one MIG instance) divide SM time and DRAM bandwidth: max-min fair
     # round-robin time slices, or shares in proportion to demand (MPS clients); testbed/contention.py.
     scheduler: Literal["roundrobin", "proportional"] = "roundrobin"
+    # Share of the GPU's time each extra context with work costs in switching, at saturation (time-slicing only;
+    # testbed/contention.py `switching`): three busy contexts on the default lose 6 %, so their SM shares sum to 0.94
+    # while utilization.gpu reads 100 %. 0 models an ideal scheduler.
+    context_switch_overhead: float = Field(default=0.03, ge=0.0, le=0.1)
     # The device plugin's MPS sharing: pods' processes are MPS clients, listed by NVML's MPS call only, and an MPS
-    # server process (testbed/mps.py) is listed by the compute call while any client runs. MIG disabled only.
+    # server process (testbed/mps.py) is listed by the compute call while any client runs. MIG disabled only. With
+    # ``replicas`` each client is held to the plugin's limits (1/replicas of the SMs and of the memory); without,
+    # clients share SMs as ``scheduler`` says. One context: no switching overhead.
     mps: bool = False
     # False: GPM answers PCIe for the whole GPU only (NotSupported per GPU instance), as DCGM samples it.
     gpm_pcie_per_instance: bool = True
+    # False: a driver older than NVML 12.9, whose GPM answers NotSupported for every GR*_CTXSW_* metric slot.
+    gpm_ctxsw: bool = True
 
 
 class DeviceRef(Strict):

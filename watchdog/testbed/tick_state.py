@@ -9,10 +9,10 @@ cost of dictionary lookups, and lets tests ask for any tick in any order.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
 
 from watchdog.model import NOT_ATTRIBUTABLE
-from watchdog.testbed.contention import (SCHEDULERS, allocate_memory, dynamic_watts, govern_power, water_fill)
+from watchdog.testbed.contention import (SCHEDULERS, GpuSharing, allocate_memory, dynamic_watts, govern_power,
+                                         mps_share, switching, water_fill)
 from watchdog.testbed.curves import CurveEvaluator
 from watchdog.testbed.pcie_link import share_link
 from watchdog.testbed.profiles import GpuModel, MigProfile
@@ -83,8 +83,8 @@ class ProcessState:
 class DomainState:
     """One SM/DRAM isolation domain: a MIG instance, or a whole GPU without MIG."""
 
-    busy: float  # Σ process time shares (0–1): GRAPHICS_UTIL / nvmlDeviceGetUtilizationRates.gpu
-    sm: float  # achieved work: busy × clock factor (GPM SM_UTIL)
+    busy: float  # Σ process time shares + switching (0–1): GRAPHICS_UTIL / nvmlDeviceGetUtilizationRates.gpu
+    sm: float  # achieved work: (busy − switching) × clock factor (GPM SM_UTIL)
     dram: float
     memory_used: int
     memory_total: int
@@ -93,6 +93,8 @@ class DomainState:
     layout: InstanceLayout | None = None
     pcie_rx: float = 0.0  # bytes/s its processes got over the link (GPM PCIE_RX_PER_SEC of a GPU instance)
     pcie_tx: float = 0.0
+    switching: float = 0.0  # share of the time the engine spent switching contexts (GPM GR0_CTXSW_ACTIVE_PCT / 100)
+    switches_per_second: float = 0.0  # context-switch requests per second (GPM GR0_CTXSW_REQUESTS / interval)
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,8 +129,9 @@ class TickState:
 
 def compute_tick(tick: int, *, models: list[GpuModel], limits: list[float], gpu_uuids: list[str],
                  layouts: list[GpuLayout], sources: list[WorkloadSource],
-                 schedulers: list[str] | None = None) -> TickState:
-    """The whole node at ``tick``; pure in its arguments. ``schedulers``: per GPU, a key of contention.SCHEDULERS."""
+                 sharing: list[GpuSharing] | None = None) -> TickState:
+    """The whole node at ``tick``; pure in its arguments. ``sharing``: per GPU, how its processes share it
+    (default: round-robin time slices without switching overhead)."""
     domains: dict[tuple[int, int | None], list[WorkloadSource]] = {}
     for source in sources:
         if not source.pod.running(tick):
@@ -144,19 +147,37 @@ def compute_tick(tick: int, *, models: list[GpuModel], limits: list[float], gpu_
     failures: list[AllocationFailure] = []
     gpus = []
     for index, model in enumerate(models):
-        share = SCHEDULERS[schedulers[index]] if schedulers else water_fill
         gpus.append(_gpu_state(tick, model=model, limit=limits[index], uuid=gpu_uuids[index],
-                               layout=layouts[index], domains=domains, failures=failures, share=share))
+                               layout=layouts[index], domains=domains, failures=failures,
+                               sharing=sharing[index] if sharing else GpuSharing()))
     return TickState(tick=tick, gpus=tuple(gpus), allocation_failures=tuple(failures))
 
 
 def _shared_domain(tick: int, sources: list[WorkloadSource], *, uuid: str, total: int, reserved: int,
                    instance: InstanceLayout | None, failures: list[AllocationFailure],
-                   share: Callable[[list[float]], list[float]] = water_fill) -> tuple[DomainState, list]:
+                   sharing: GpuSharing = GpuSharing()) -> tuple[DomainState, list]:
+    """One device (a whole GPU, or a MIG instance) shared by its processes: time slices, or MPS clients
+    (testbed/contention.py says how each divides SM time, DRAM bandwidth and memory)."""
     memory_demand = [int(source.memory(tick)) for source in sources]
-    granted = allocate_memory(memory_demand, total - reserved)
-    sm = share([source.sm(tick) for source in sources])
-    dram = share([source.dram(tick) for source in sources])
+    sm_demand = [source.sm(tick) for source in sources]
+    dram_demand = [source.dram(tick) for source in sources]
+    mps = sharing.mps_replicas is not None and instance is None
+    if mps:
+        # The plugin's pinned limit: the GPU's memory / replicas, whole MiB (model/sharing.py).
+        limit = total // sharing.mps_replicas // MIB * MIB  # type: ignore[operator]
+        granted = allocate_memory([min(demand, limit) for demand in memory_demand], total - reserved)
+        sm, dram, slowdown = mps_share(sm_demand, dram_demand, replicas=sharing.mps_replicas)  # type: ignore[arg-type]
+        lost, per_second = 0.0, 0.0
+    else:
+        granted = allocate_memory(memory_demand, total - reserved)
+        lost, per_second = switching(sm_demand, per_context=sharing.switch_overhead)
+        share = SCHEDULERS[sharing.scheduler]
+        sm = share(sm_demand, 1.0 - lost) if lost else share(sm_demand)
+        dram = share(dram_demand)
+        slowdown = [1.0] * len(sources)
+        if lost:  # the engine switches only while it has work: the time lost follows how busy it is
+            fraction = min(1.0, sum(sm) / (1.0 - lost))
+            lost, per_second = lost * fraction, per_second * fraction
     gi = instance.gpu_instance if instance else NOT_ATTRIBUTABLE
     ci = instance.compute_instance if instance else NOT_ATTRIBUTABLE
     processes = []
@@ -166,10 +187,12 @@ def _shared_domain(tick: int, sources: list[WorkloadSource], *, uuid: str, total
         processes.append(ProcessState(pid=source.pod.pid, pod=source.pod, device_uuid=uuid, gpu_instance=gi,
                                       compute_instance=ci, memory_used=granted[position],
                                       memory_demand=memory_demand[position], sm=sm[position],
-                                      dram=dram[position], assigned=source.assigned))
+                                      dram=dram[position], assigned=source.assigned,
+                                      dram_slowdown=slowdown[position]))
     pcie = [(source.pcie_rx(tick), source.pcie_tx(tick)) for source in sources]
-    domain = DomainState(busy=min(sum(sm), 1.0), sm=0.0, dram=min(sum(dram), 1.0), memory_used=sum(granted),
-                         memory_total=total, memory_reserved=reserved, processes=tuple(processes), layout=instance)
+    domain = DomainState(busy=min(sum(sm) + lost, 1.0), sm=0.0, dram=min(sum(dram), 1.0), memory_used=sum(granted),
+                         memory_total=total, memory_reserved=reserved, processes=tuple(processes), layout=instance,
+                         switching=lost, switches_per_second=per_second)
     return domain, pcie
 
 
@@ -212,8 +235,7 @@ def _split_gpu_instance(tick: int, members: list[InstanceLayout], *, domains: di
 
 
 def _gpu_state(tick: int, *, model: GpuModel, limit: float, uuid: str, layout: GpuLayout,
-               domains: dict, failures: list[AllocationFailure],
-               share: Callable[[list[float]], list[float]] = water_fill) -> GpuState:
+               domains: dict, failures: list[AllocationFailure], sharing: GpuSharing) -> GpuState:
     parts: list[tuple[DomainState, float]] = []  # (domain, share of the GPU's SMs)
     pcie: list[tuple[float, float]] = []
     if layout.mig_enabled:
@@ -229,13 +251,13 @@ def _gpu_state(tick: int, *, model: GpuModel, limit: float, uuid: str, layout: G
             domain, streams = _shared_domain(tick, domains.get((layout.index, instance.slot), []),
                                              uuid=instance.uuid, total=instance.memory_total,
                                              reserved=MIG_RESERVED_BYTES, instance=instance, failures=failures,
-                                             share=share)
+                                             sharing=sharing)
             parts.append((domain, instance.sm_share))
             pcie.extend(streams)
     else:
         domain, streams = _shared_domain(tick, domains.get((layout.index, None), []), uuid=uuid,
                                          total=model.memory_mib * MIB, reserved=model.reserved_mib * MIB,
-                                         instance=None, failures=failures, share=share)
+                                         instance=None, failures=failures, sharing=sharing)
         parts.append((domain, 1.0))
         pcie.extend(streams)
     parts, rx_total, tx_total = share_link(parts, pcie, capacity=model.pcie_bytes_per_second)
@@ -249,6 +271,8 @@ def _gpu_state(tick: int, *, model: GpuModel, limit: float, uuid: str, layout: G
         pools = list({domain.layout.gpu_instance: domain for domain, _ in scaled}.values())  # memory, DRAM per GI
         whole = DomainState(
             busy=sum(domain.busy * share for domain, share in scaled),
+            switching=sum(domain.switching * share for domain, share in scaled),
+            switches_per_second=sum(domain.switches_per_second for domain, _ in scaled),
             sm=sum(domain.sm * share for domain, share in scaled),
             dram=sum(domain.dram * domain.memory_total for domain in pools) / (model.memory_mib * MIB),
             memory_used=sum(domain.memory_used for domain in pools),
@@ -264,7 +288,8 @@ def _gpu_state(tick: int, *, model: GpuModel, limit: float, uuid: str, layout: G
 
 
 def _with_work(domain: DomainState, clock_factor: float) -> DomainState:
-    return DomainState(busy=domain.busy, sm=domain.busy * clock_factor, dram=domain.dram,
+    return DomainState(busy=domain.busy, sm=(domain.busy - domain.switching) * clock_factor, dram=domain.dram,
                        memory_used=domain.memory_used, memory_total=domain.memory_total,
                        memory_reserved=domain.memory_reserved, processes=domain.processes, layout=domain.layout,
-                       pcie_rx=domain.pcie_rx, pcie_tx=domain.pcie_tx)
+                       pcie_rx=domain.pcie_rx, pcie_tx=domain.pcie_tx, switching=domain.switching,
+                       switches_per_second=domain.switches_per_second)

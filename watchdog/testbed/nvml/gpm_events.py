@@ -6,6 +6,12 @@ MIG instance or GPU instance) and *when* (the simulated time); nvmlGpmMetricsGet
 over that interval, tick by tick, weighted by overlap — the same "average between two counter readings" a real
 GPM diff yields. As in the driver, the request's ``version`` must be NVML_GPM_METRICS_GET_VERSION (pynvml leaves
 it unset) and the A100 reports no GPM support.
+
+The graphics engine's context-switch counters (GR0_CTXSW_*, NVML 12.9+) are totals over the interval, not
+averages: REQUESTS counts the switches, CYCLES_ELAPSED the SM-clock cycles of the interval, CYCLES_ACTIVE the share
+of them spent switching (ACTIVE_PCT), CYCLES_PER_REQ the quotient. Only engine 0 is modelled (GR1–GR7 answer
+NotSupported per slot); a scenario GPU with ``gpm_ctxsw: false`` stands for a driver older than 12.9, which answers
+NotSupported for every CTXSW slot while the other metrics of the same request still answer.
 """
 
 from __future__ import annotations
@@ -29,6 +35,16 @@ _METRIC_INFO = {
     pynvml.NVML_GPM_METRIC_PCIE_RX_PER_SEC: (b"pcie_rx", b"PCIe receive bandwidth", b"MiB/sec"),
 }
 _PCIE = {pynvml.NVML_GPM_METRIC_PCIE_TX_PER_SEC, pynvml.NVML_GPM_METRIC_PCIE_RX_PER_SEC}
+_CTXSW_INFO = {
+    pynvml.NVML_GPM_METRIC_GR0_CTXSW_CYCLES_ELAPSED: (b"gr0_ctxsw_cycles_elapsed", b"GR0 cycles elapsed", b"cycles"),
+    pynvml.NVML_GPM_METRIC_GR0_CTXSW_CYCLES_ACTIVE: (b"gr0_ctxsw_cycles_active", b"GR0 context switch cycles",
+                                                     b"cycles"),
+    pynvml.NVML_GPM_METRIC_GR0_CTXSW_REQUESTS: (b"gr0_ctxsw_requests", b"GR0 context switch requests", b"requests"),
+    pynvml.NVML_GPM_METRIC_GR0_CTXSW_CYCLES_PER_REQ: (b"gr0_ctxsw_cycles_per_req", b"GR0 cycles per context switch",
+                                                      b"cycles/request"),
+    pynvml.NVML_GPM_METRIC_GR0_CTXSW_ACTIVE_PCT: (b"gr0_ctxsw_active_pct", b"GR0 context switch active time", b"%"),
+}
+_INFO = {**_METRIC_INFO, **_CTXSW_INFO}
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +53,23 @@ class _Taken:
     slot: int | None  # None: the whole GPU
     generation: int
     time: float
+
+
+def _ctxsw(*, switching: float, requests: float, cycles: float) -> dict[int, float]:
+    """The GR0 CTXSW answers over one interval from its time share spent switching, its switches and its cycles.
+
+    ACTIVE_PCT is the time share itself, and CYCLES_ACTIVE is derived from it so the counters agree with each other
+    (active / elapsed = pct / 100, active / requests = cycles per request) even when the clock changed meanwhile.
+    """
+    requests = float(round(requests))  # a counter of whole switches
+    active = switching * cycles
+    return {
+        pynvml.NVML_GPM_METRIC_GR0_CTXSW_CYCLES_ELAPSED: cycles,
+        pynvml.NVML_GPM_METRIC_GR0_CTXSW_CYCLES_ACTIVE: active,
+        pynvml.NVML_GPM_METRIC_GR0_CTXSW_REQUESTS: requests,
+        pynvml.NVML_GPM_METRIC_GR0_CTXSW_CYCLES_PER_REQ: active / requests if requests else 0.0,
+        pynvml.NVML_GPM_METRIC_GR0_CTXSW_ACTIVE_PCT: 100.0 * switching,
+    }
 
 
 def _metric(state: GpuState, slot: int | None, metric: int) -> float | None:
@@ -135,25 +168,39 @@ class GpmEventCalls(NvmlBase):
                 continue
             slot.nvmlReturn = pynvml.NVML_SUCCESS
             slot.value = value
-            slot.metricInfo.shortName, slot.metricInfo.longName, slot.metricInfo.unit = _METRIC_INFO[slot.metricId]
+            slot.metricInfo.shortName, slot.metricInfo.longName, slot.metricInfo.unit = _INFO[slot.metricId]
         return metricsGet
 
     def _interval_averages(self, first: _Taken, second: _Taken, metrics: list[int]) -> list[float | None]:
+        """Per requested metric: its average over the interval (a CTXSW counter: its total), None if unsupported."""
         tick_seconds = self._node.scenario.tick_seconds
         start, end = first.time, second.time
         per_instance_pcie = self._node.pcie_per_instance(first.gpu)
-        supported = [metric in _METRIC_INFO and (first.slot is None or per_instance_pcie or metric not in _PCIE)
-                     for metric in metrics]
+        ctxsw = self._node.scenario.gpus[first.gpu].gpm_ctxsw
+        averaged = [metric in _METRIC_INFO and (first.slot is None or per_instance_pcie or metric not in _PCIE)
+                    for metric in metrics]
+        counted = [ctxsw and metric in _CTXSW_INFO for metric in metrics]
+        wants_ctxsw = any(counted)
         totals = [0.0] * len(metrics)
+        switching = switches = cycles = 0.0  # ∫ share switching dt, ∫ switches/s dt, ∫ SM clock (Hz) dt
         for tick in range(math.floor(start / tick_seconds + 1e-9), math.floor(end / tick_seconds + 1e-9) + 1):
             overlap = min(end, (tick + 1) * tick_seconds) - max(start, tick * tick_seconds)
             if overlap <= 0:
                 continue
             state = self._node.state(tick).gpus[first.gpu]
             for position, metric in enumerate(metrics):
-                if supported[position]:
+                if averaged[position]:
                     totals[position] += _metric(state, first.slot, metric) * overlap
-        return [total / (end - start) if ok else None for total, ok in zip(totals, supported)]
+            if wants_ctxsw:
+                domain = state.whole if first.slot is None else state.instances.get(first.slot)
+                if domain is not None:
+                    switching += domain.switching * overlap
+                    switches += domain.switches_per_second * overlap
+                cycles += state.sm_clock_mhz * 1e6 * overlap
+        span = end - start
+        counters = _ctxsw(switching=switching / span, requests=switches, cycles=cycles) if wants_ctxsw else {}
+        return [total / span if ok else counters[metric] if count else None
+                for metric, total, ok, count in zip(metrics, totals, averaged, counted)]
 
     # --------------------------------------------------------------------------------------------- events
 
