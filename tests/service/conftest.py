@@ -37,6 +37,10 @@ class Driver:
         if self.agent.slice_watcher is not None:
             self.tasks.append(asyncio.create_task(self.agent.slice_watcher.run()))
         await self.agent.kill_switch.refresh()  # the agent's kill-switch watcher reads it first thing
+        # What the agent's slow GPU-sharing readers do first thing: count the kubelet's replicas, read the Node's labels.
+        await self.agent.replicas.refresh(self.world.clock())
+        if self.agent.node_labels is not None:
+            await self.agent.node_labels.read()
         await self.caught_up()
 
     async def caught_up(self) -> None:

@@ -21,8 +21,8 @@ from types import MappingProxyType
 from typing import Iterable, Iterator, Mapping
 
 from watchdog.attribution.pods import container_name_of
-from watchdog.model import (EMPTY, Attribution, ClaimDevice, ClaimRef, DeviceAssignment, HostProcess, NodeSample,
-                            PodIndex, PodRef, ProcessSample, SliceDevice, SliceKey)
+from watchdog.model import (EMPTY, Attribution, ClaimDevice, ClaimRef, DeviceAssignment, DeviceSharing, HostProcess,
+                            NodeSample, PodIndex, PodRef, ProcessSample, SliceDevice, SliceKey)
 
 
 def attribute(
@@ -35,6 +35,7 @@ def attribute(
     api_ok: bool,
     hosts: Mapping[int, HostProcess] | None = None,
     infrastructure: frozenset[int] = frozenset(),
+    sharing: Mapping[str, DeviceSharing] = EMPTY,
 ) -> Attribution:
     """Who owns what at this tick.
 
@@ -50,6 +51,7 @@ def attribute(
     ``infrastructure``: the PIDs of ``infrastructure`` (the MPS server, by the /proc reader's ``comm``) that NVML
     reported; they are neither a pod's nor a host process, so no usage sum, unauthorized-use or host-process
     judgement ever sees them (the server holds its clients' contexts; the clients are listed and counted).
+    ``sharing``: GPU UUID → how the device plugin shares it (``sharing.device_sharing``), carried on as it is.
     """
     devices: dict[str, list[PodRef]] = {}
     claims: dict[tuple[str, str], ClaimRef] = {}
@@ -86,6 +88,7 @@ def attribute(
         api_ok=api_ok,
         host_processes=MappingProxyType(host_processes) if host_processes else EMPTY,
         infrastructure=frozenset(seen_infrastructure),
+        sharing=sharing,
     )
 
 

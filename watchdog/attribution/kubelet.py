@@ -23,6 +23,8 @@ import grpc
 from watchdog.attribution.assignments import KubeletAssignments
 from watchdog.attribution.proto import podresources_v1_pb2 as pb
 from watchdog.attribution.proto import podresources_v1_pb2_grpc as pb_grpc
+from watchdog.attribution.sharing import count_replicas, split_replica
+from watchdog.attribution.sharing_sources import KubeletReplicas
 from watchdog.config.attribution import AttributionSettings
 from watchdog.model import ClaimDevice, ClaimRef, DeviceAssignment
 
@@ -31,7 +33,6 @@ log = logging.getLogger(__name__)
 DEFAULT_RESOURCES = ("nvidia.com/gpu", "nvidia.com/mig-*")
 DEFAULT_DRA_DRIVERS = ("gpu.nvidia.com",)  # NVIDIA's DRA driver for GPUs (k8s-dra-driver-gpu, DriverName)
 Listed = DeviceAssignment | ClaimDevice
-_REPLICA_SEPARATOR = "::"
 # A List answer grows with pods × devices; Kubernetes' own podresources client helper accepts 16 MiB
 # (pkg/kubelet/apis/podresources/client.go, defaultPodResourcesMaxSize) instead of gRPC's 4 MiB default; so do we.
 _MAX_MESSAGE_BYTES = 16 * 1024 * 1024
@@ -59,14 +60,6 @@ class KubeletPodNotFound(KubeletError):
     """Get named a pod the kubelet does not know (it answers UNKNOWN "pod X in namespace Y not found")."""
 
     kind = "pod_not_found"
-
-
-def split_replica(device_id: str) -> tuple[str, int | None]:
-    """``"GPU-…::3"`` → ``("GPU-…", 3)``; an ID without a numeric replica suffix is returned whole."""
-    base, separator, suffix = device_id.rpartition(_REPLICA_SEPARATOR)
-    if separator and base and suffix.isdigit():
-        return base, int(suffix)
-    return device_id, None
 
 
 def resource_matches(resource: str, patterns: Iterable[str]) -> bool:
@@ -122,6 +115,17 @@ class PodResourcesClient:
             for device_id in devices.device_ids
         }
         return tuple(found)
+
+    async def allocatable_replicas(self) -> dict[str, int]:
+        """Device (base ID) → how many replicas the kubelet can hand out of it, over the matching resources: n for
+        a GPU shared as ``<uuid>::0…n-1`` (time-slicing or MPS), 1 for a device that is not shared."""
+        response = await self._call("GetAllocatableResources", pb.AllocatableResourcesRequest())
+        return count_replicas(
+            device_id
+            for devices in response.devices
+            if resource_matches(devices.resource_name, self.resources)
+            for device_id in devices.device_ids
+        )
 
     async def close(self) -> None:
         channel, self._channel, self._stub = self._channel, None, None
@@ -185,12 +189,23 @@ class PodResourcesClient:
         return KubeletError(text)
 
 
-def assignments_from_settings(settings: AttributionSettings) -> KubeletAssignments:
-    """The production wiring: a client on the configured socket behind the refresh/backoff policy."""
-    client = PodResourcesClient(
+def _client(settings: AttributionSettings) -> PodResourcesClient:
+    return PodResourcesClient(
         settings.kubelet_socket, timeout=settings.kubelet_timeout_seconds, resources=settings.resources,
         dra_drivers=(settings.dra_driver,) if settings.dra_driver else (),
     )
+
+
+def replicas_from_settings(settings: AttributionSettings) -> KubeletReplicas:
+    """The replica counts' wiring: a client of its own (its own channel: the assignments' client drops its channel
+    after UNAVAILABLE, which must not cancel this one's call) behind the slow refresh."""
+    return KubeletReplicas(_client(settings), refresh_seconds=settings.sharing.refresh_seconds,
+                           backoff_max_seconds=settings.backoff_max_seconds)
+
+
+def assignments_from_settings(settings: AttributionSettings) -> KubeletAssignments:
+    """The production wiring: a client on the configured socket behind the refresh/backoff policy."""
+    client = _client(settings)
     return KubeletAssignments(
         client,
         refresh_seconds=settings.refresh_seconds,

@@ -3,8 +3,8 @@
 ``join.attribute`` is the pure join; this is the stateful part around it that only a running agent has: which
 kubelet List the tick can trust, which NVML devices the kubelet has never heard of, and which (device, pod) pairs
 are too new to be judged. It lives with the join rather than in the service so that the service only wires the
-stage's sources (``assignments``, ``pods``, ``proc``, ``slices``) to it, and so that it can be tested with plain
-fakes of those sources.
+stage's sources (``assignments``, ``pods``, ``proc``, ``slices``, ``sharing``) to it, and so that it can be tested
+with plain fakes of those sources.
 
 Devices allocated through DRA are resolved here from the kubelet's claim tuples and the slice cache's frozen index;
 a pod whose claimed device no slice names yet (a MIG device created at claim time) has its processes held back like
@@ -23,6 +23,7 @@ from typing import Callable, Mapping, Protocol, Sequence
 
 from watchdog.attribution.join import (attribute, resolve_claim_devices, unassigned_processes, unknown_devices,
                                        unresolvable_device_ids)
+from watchdog.attribution.sharing_sources import NodeSharing
 from watchdog.model import (EMPTY, Attribution, ClaimDevice, DeviceAssignment, HostProcess, NodeSample, PodIndex,
                             SliceDevice, SliceKey)
 
@@ -77,7 +78,8 @@ class ProcView(Protocol):
 
 
 class NodeAttributor:
-    """Attributes each sample; ``error_counts()`` are the /proc reader's failures, for the state's error sources."""
+    """Attributes each sample; ``error_counts()`` are the /proc reader's and the sharing sources' failures, for the
+    state's error sources."""
 
     def __init__(
         self,
@@ -89,8 +91,10 @@ class NodeAttributor:
         clock: Callable[[], float],
         slices: SliceSource | None = None,
         slices_ok: Callable[[], bool | None] | None = None,
+        sharing: NodeSharing | None = None,
     ) -> None:
         self.kubelet = kubelet
+        self.sharing = sharing
         self.slices = slices
         self.slices_ok = slices_ok  # None, or None answered: no ResourceSlices to watch (no DRA driver, or API)
         self.pods = pods
@@ -104,7 +108,10 @@ class NodeAttributor:
 
     def error_counts(self) -> dict[str, int]:
         counters = self.proc.counters if self.proc is not None else {}
-        return {f"proc_{k}": v for k, v in counters.items() if k in ("vanished", "denied", "errors")}
+        counts = {f"proc_{k}": v for k, v in counters.items() if k in ("vanished", "denied", "errors")}
+        if self.sharing is not None:
+            counts.update(self.sharing.error_counts())
+        return counts
 
     def attribute(self, sample: NodeSample, *, tenant_label: str | None) -> Attribution:
         """This tick's attribution; its ``index`` counts tenants under ``tenant_label`` (the runtime policy's)."""
@@ -137,6 +144,7 @@ class NodeAttributor:
             api_ok=self.pods_ok(),
             hosts=self.proc.hosts if self.proc is not None else None,
             infrastructure=self.proc.infrastructure if self.proc is not None else frozenset(),
+            sharing=self.sharing.for_sample(sample) if self.sharing is not None else EMPTY,
         )
         result = dataclasses.replace(result, slices_ok=self.slices_ok() if self.slices_ok is not None else None,
                                      claims_held=len(self.unresolved_claim_devices))

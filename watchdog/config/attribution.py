@@ -1,12 +1,32 @@
 """Settings of the attribution stage (kubelet pod-resources, /proc cgroups, pod metadata)."""
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field, StringConstraints
 
 from watchdog.config._base import Section
 from watchdog.config.limits import MAX_PATTERN_CHARACTERS, MAX_PATTERNS
 from watchdog.config.names import LabelKey, ObjectNameOrEmpty
+
+
+class SharingSettings(Section):
+    """How the device plugin shares this node's GPUs, for a node GPU Feature Discovery does not label.
+
+    ``strategy`` wins over the node's ``nvidia.com/gpu.sharing-strategy`` label, ``replicas`` over its
+    ``nvidia.com/gpu.replicas``; the kubelet's own count of a GPU's replicas (``GetAllocatableResources``) wins over
+    both, since it is what the plugin advertises (watchdog/attribution/sharing.py).
+    """
+
+    strategy: Literal["mps", "time-slicing"] | None = Field(
+        None, description="The device plugin's sharing (sharing.mps or sharing.timeSlicing); null: from the label."
+    )
+    replicas: int | None = Field(
+        None, ge=1, le=1024,
+        description="Replicas per GPU when the kubelet does not count them; 1: not shared; null: from the label.",
+    )
+    refresh_seconds: float = Field(
+        300.0, gt=0, description="Seconds between two reads of the kubelet's allocatable devices and the Node's labels."
+    )
 
 
 class AttributionSettings(Section):
@@ -39,4 +59,8 @@ class AttributionSettings(Section):
     )
     gpu_memory_request_resource: LabelKey | None = Field(
         None, description="Extended resource (MiB) that states a pod's GPU memory request, e.g. nvidia.com/gpumem."
+    )
+    sharing: SharingSettings = Field(
+        default_factory=SharingSettings,
+        description="GPU sharing (time-slicing or MPS replicas) where the node's GFD labels do not say it.",
     )

@@ -5,7 +5,8 @@ answers NVML, and the real ``NvmlSampler`` samples it; the pod cache, the kubele
 from the scenario's pods (what the watch, the PodResources List and the cgroup reader would return), and the real
 ``attribute()`` joins them (on a DRA node, the kubelet's claim tuples go through the real
 ``resolve_claim_devices`` against the slice the driver would have published, and a pod whose claimed device no
-slice names yet has its processes held back as the agent does); then the real detector, rules and pacer run
+slice names yet has its processes held back as the agent does), with each GPU's sharing from what the device plugin
+advertises and GFD labels; then the real detector, rules and pacer run
 (``stages.OfflineAgent``). Only the HTTP and gRPC hops are skipped. Xid events are drained with
 ``nvmlEventSetWait_v2(set, 0)`` on this thread after each sample instead of by the watcher's thread, so a run
 never depends on thread timing. ``record --simulate`` uses
@@ -20,12 +21,14 @@ from typing import Any, Callable, Iterator, Mapping, NamedTuple
 
 from watchdog.attribution.join import attribute, resolve_claim_devices, unassigned_processes
 from watchdog.attribution.proc import MPS_SERVER_COMMANDS
+from watchdog.attribution.sharing import count_replicas, device_sharing, shareable_gpus
 from watchdog.config import Policy
 from watchdog.evaluation.stages import OfflineAgent, StepResult
 from watchdog.model import (NOT_ATTRIBUTABLE, Attribution, ClaimDevice, ClaimRef, ContainerInfo, DeviceAssignment,
-                            HostProcess, InstanceActivity, NodeSample, PodIndex, PodInfo, XidEvent)
+                            DeviceSharing, HostProcess, InstanceActivity, NodeSample, PodIndex, PodInfo, XidEvent)
 from watchdog.sampling.sampler import NvmlSampler
 from watchdog.testbed import Scenario, SimClock, SimulatedGpuNode, load_scenario
+from watchdog.testbed.cluster.device_plugin import advertised_devices, gfd_labels
 from watchdog.testbed.cluster.dra import SliceLag, claim_uses, dra_devices, slice_index
 from watchdog.testbed.monitoring import LatencySignals, dcgm_activity
 from watchdog.testbed.scenario import stable_digest
@@ -150,6 +153,26 @@ def _claimed_assignments(scenario: Scenario, node: SimulatedGpuNode, lag: SliceL
     return (*plugin, *resolved), {f"{c.namespace}/{c.pod}" for c in unresolved}
 
 
+class _Sharing:
+    """``Attribution.sharing`` as the agent builds it (attribution/sharing.py), from what the device plugin
+    advertises and GFD labels (testbed/cluster/device_plugin.py) instead of the kubelet and the API server; computed
+    again only when the sample's whole GPUs or the advertised devices change."""
+
+    def __init__(self, node: SimulatedGpuNode) -> None:
+        self._node = node
+        self._labels = gfd_labels(node.scenario)
+        self._inputs: tuple = ()
+        self._last: Mapping[str, DeviceSharing] = MappingProxyType({})
+
+    def at(self, sample: NodeSample) -> Mapping[str, DeviceSharing]:
+        gpus = shareable_gpus(sample)
+        counts = count_replicas(i for ids in advertised_devices(self._node).values() for i in ids)
+        if (gpus, counts) != self._inputs:
+            self._inputs = (gpus, counts)
+            self._last = device_sharing(gpus, kubelet=counts, labels=self._labels)
+        return self._last
+
+
 class ObservedTick(NamedTuple):
     """One simulated tick as the agent would see it: NVML's sample, the join, and what the cluster's monitoring
     hands in (the tenants' latency signals and dcgm-exporter's per-instance activity; None when not simulated)."""
@@ -178,6 +201,7 @@ def simulate_observed(scenario: Scenario | str, *, tenant_label: str | None = No
     index = PodIndex(tenant_label=tenant_label)  # rebuilt when the running pods change, as the agent's cache does
     lag = SliceLag(scenario.dra.slice_lag_ticks) if scenario.dra is not None else None
     latency = LatencySignals(node) if scenario.monitoring.latency else None
+    sharing = _Sharing(node)
     try:
         for tick in range(scenario.duration_ticks):
             node.promote_scheduled_errors()
@@ -201,7 +225,8 @@ def simulate_observed(scenario: Scenario | str, *, tenant_label: str | None = No
                 assignments, pending = _claimed_assignments(scenario, node, lag, sample)
             attribution = attribute(sample, assignments=assignments, index=index,
                                     proc=proc, api_ok=True, hosts=hosts, infrastructure=infrastructure,
-                                    kubelet_ok=not any(o.covers(tick) for o in scenario.kubelet_outages))
+                                    kubelet_ok=not any(o.covers(tick) for o in scenario.kubelet_outages),
+                                    sharing=sharing.at(sample))
             if pending:
                 held = {pid for pid, (_, key) in unassigned_processes(sample, attribution).items() if key in pending}
                 kept = {pid: ref for pid, ref in attribution.processes.items() if pid not in held}

@@ -1,8 +1,8 @@
 """The only door to the Kubernetes API (the only package that imports ``kubernetes``).
 
 ``KubeApi`` owns the connection; ``PodWatcher`` feeds the pod cache; ``ResourceSliceWatcher`` feeds the DRA
-slice cache; ``KubeEvictions`` evicts, records Events,
-reads the kill switch and lists pods; ``LeaseElector`` elects one controller replica; ``read_cluster`` lists what
+slice cache; ``NodeLabels`` keeps the agent's own Node's labels (GPU Feature Discovery's); ``KubeEvictions`` evicts,
+records Events, reads the kill switch and lists pods; ``LeaseElector`` elects one controller replica; ``read_cluster`` lists what
 the tenant isolation audit checks. Errors surface as the
 ``KubeError`` tree, never as the client library's exceptions.
 """
@@ -13,11 +13,12 @@ from watchdog.kube.errors import (KubeConflict, KubeError, KubeForbidden, KubeGo
                                   KubeUnavailable)
 from watchdog.kube.eviction import EvictionReply, KubeEvictions
 from watchdog.kube.lease import LeaseElector
+from watchdog.kube.node_labels import NodeLabels
 from watchdog.kube.pods import PodWatcher, pod_info
 from watchdog.kube.resourceslices import ResourceSliceWatcher
 
 __all__ = [
     "EvictionReply", "KubeApi", "KubeConflict", "KubeError", "KubeEvictions", "KubeForbidden", "KubeGone",
-    "KubeNotFound", "KubeRejected", "KubeUnavailable", "LeaseElector", "PodWatcher", "pod_info", "read_cluster",
-    "ResourceSliceWatcher",
+    "KubeNotFound", "KubeRejected", "KubeUnavailable", "LeaseElector", "NodeLabels", "PodWatcher", "pod_info",
+    "read_cluster", "ResourceSliceWatcher",
 ]

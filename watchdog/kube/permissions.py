@@ -49,7 +49,8 @@ def _rows(identity: Identity, scope: Scope, group: str, resource: str, verbs: st
 
 
 PERMISSIONS: tuple[Permission, ...] = tuple([
-    # ---- the node agent (kube/pods.py, kube/resourceslices.py, kube/eviction.py, kube/eviction_budget.py)
+    # ---- the node agent (kube/pods.py, kube/resourceslices.py, kube/node_labels.py, kube/eviction.py,
+    # kube/eviction_budget.py)
     *_rows("agent", "cluster", "", "pods", "list watch", "its node's pods (field selector spec.nodeName)"),
     *_rows("agent", "cluster", "", "pods", "get", "the pod re-read just before an eviction is sent"),
     *_rows("agent", "cluster", "", "pods/eviction", "create", "evictions (policy/v1, so PodDisruptionBudgets hold)"),
@@ -57,6 +58,8 @@ PERMISSIONS: tuple[Permission, ...] = tuple([
     *_rows("agent", "cluster", "", "events", "list", "its recent evictions, restored after a restart"),
     *_rows("agent", "cluster", "resource.k8s.io", "resourceslices", "list watch",
            "its node's DRA ResourceSlices (devices allocated through Dynamic Resource Allocation)"),
+    *_rows("agent", "cluster", "", "nodes", "get",
+           "its own Node's GPU Feature Discovery labels: how the device plugin shares its GPUs"),
     *_rows("agent", "agent-namespace", "", "configmaps", "get", "the kill switch", (KILL_SWITCH,)),
     *_rows("agent", "agent-namespace", "", "configmaps", "get update", "the cluster-wide eviction budget",
            (EVICTION_BUDGET,)),

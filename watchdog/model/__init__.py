@@ -19,10 +19,13 @@ from watchdog.model.pods import (MIRROR_ANNOTATION, Attribution, ContainerInfo, 
                                  PodInfo, PodRef)
 from watchdog.model.samples import (EMPTY, NOT_ATTRIBUTABLE, PROCESS_MODES, GpuSample, MigSample, NodeSample,
                                      ProcessSample, Rejection, XidEvent)
+from watchdog.model.sharing import SHARING_STRATEGIES, DeviceSharing
 from watchdog.model.usage import DeviceUsage, PodUsage
 from watchdog.model.tick import Snapshot, StageStatus, TickResult, XidKey
 
 __all__ = [
+    "DeviceSharing",
+    "SHARING_STRATEGIES",
     "InstanceActivity",
     "instance_key",
     "material",

@@ -9,6 +9,7 @@ from typing import Iterable, Mapping
 
 from watchdog.model.claims import ClaimRef
 from watchdog.model.samples import EMPTY, NodeSample
+from watchdog.model.sharing import DeviceSharing
 from watchdog.model.usage import DeviceUsage, device_usage
 
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
@@ -209,6 +210,9 @@ class Attribution:
     # PIDs NVML reports that are node infrastructure, not tenants: the MPS server (by /proc/<pid>/comm). Never in
     # ``processes`` or ``host_processes``, so never summed, blamed or called unauthorized.
     infrastructure: frozenset[int] = frozenset()
+    # GPU UUID → how the device plugin shares it (replicas, time-slicing or MPS): absent for a GPU not shared or
+    # whose sharing is not known. Detection takes MPS clients' limits from it (model/sharing.py).
+    sharing: Mapping[str, DeviceSharing] = field(default_factory=lambda: EMPTY)
     _usage: tuple[NodeSample, DeviceUsage] | None = field(default=None, init=False, repr=False, compare=False)
 
     @property

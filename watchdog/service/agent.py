@@ -17,10 +17,11 @@ from typing import Awaitable, Callable, Sequence
 from watchdog.action import ActionStage
 from watchdog.action.audit import AuditLog
 from watchdog.action.killswitch import KillSwitch
-from watchdog.attribution.kubelet import assignments_from_settings
+from watchdog.attribution.kubelet import assignments_from_settings, replicas_from_settings
 from watchdog.attribution.pods import PodCache
 from watchdog.attribution.slices import SliceCache
 from watchdog.attribution.proc import ProcReader
+from watchdog.attribution.sharing_sources import NodeSharing
 from watchdog.attribution.stage import NodeAttributor
 from watchdog.config import Policy, Settings, load_policy
 from watchdog.config.runtime import RuntimePolicy
@@ -28,6 +29,7 @@ from watchdog.detection import Detector
 from watchdog.kube.client import KubeApi
 from watchdog.kube.eviction import KubeEvictions
 from watchdog.kube.eviction_budget import ClusterEvictionBudget
+from watchdog.kube.node_labels import NodeLabels
 from watchdog.kube.pods import PodWatcher
 from watchdog.kube.resourceslices import ResourceSliceWatcher
 from watchdog.model import TickResult
@@ -140,6 +142,15 @@ class Agent:
             watch_idle_seconds=settings.kube.watch_idle_seconds,
             backoff_max=settings.kube.watch_backoff_max_seconds,
         ) if kube is not None and settings.attribution.dra_driver else None
+        # How the device plugin shares each GPU: the kubelet's replica counts and the Node's GFD labels, read slowly
+        # off the tick, joined with the settings (attribution/sharing.py).
+        sharing = settings.attribution.sharing
+        self.replicas = replicas_from_settings(settings.attribution)
+        self.node_labels = NodeLabels(kube, node=self.node, refresh_seconds=sharing.refresh_seconds,
+                                      backoff_max_seconds=settings.kube.watch_backoff_max_seconds) \
+            if kube is not None and self.node else None
+        self.sharing = NodeSharing(kubelet=self.replicas, labels=self.node_labels, strategy=sharing.strategy,
+                                   replicas=sharing.replicas)
         self.attributor = NodeAttributor(
             kubelet=self.kubelet,
             pods=self.pods,
@@ -148,6 +159,7 @@ class Agent:
             clock=clock,
             slices=self.slices,
             slices_ok=self._slices_ok if self.slice_watcher is not None else None,
+            sharing=self.sharing,
         )
         self.mqtt = MqttPublisher(settings.mqtt, node=self.node) if settings.mqtt.enabled else None
         # The last hours of ticks on the node's disk, for a replay after an incident (docs/flight-recorder.md).
@@ -277,6 +289,7 @@ class Agent:
 
     async def kubelet_close(self) -> None:
         await self.kubelet.close()
+        await self.replicas.close()
 
     async def stop(self) -> None:
         self._running = False
@@ -311,6 +324,9 @@ class Agent:
         try:
             async with asyncio.TaskGroup() as group:
                 group.create_task(self.kubelet.refresher(self.clock), name="kubelet-refresher")
+                group.create_task(self.replicas.refresher(self.monotonic), name="kubelet-replicas")
+                if self.node_labels is not None:
+                    group.create_task(self.node_labels.run(), name="node-labels")
                 if self.pod_watcher is not None:
                     group.create_task(self.pod_watcher.run(), name="pod-watcher")
                 if self.slice_watcher is not None:

@@ -16,6 +16,7 @@ from typing import Any
 from watchdog.config import Settings, load_settings
 from watchdog.testbed.cluster.apiserver import FakeApiServer
 from watchdog.testbed.cluster.apiserver_pods import build_pod
+from watchdog.testbed.cluster.device_plugin import advertised_devices, gfd_labels
 from watchdog.testbed.cluster.dra import DraPublisher, claim_uses, dra_devices
 from watchdog.testbed.cluster.kubelet import FakeKubelet
 from watchdog.testbed import SimClock, SimulatedGpuNode, load_scenario
@@ -65,8 +66,9 @@ class SimulatedWorld:
 
     async def start(self) -> str:
         await self.api.start()
-        # The node the pods run on, as its kubelet registered it: `kubectl get nodes`, `cordon` and `drain` need it.
-        self.api.add_node(self.scenario.node, labels={"nvidia.com/gpu.present": "true"})
+        # The node the pods run on, as its kubelet registered it: `kubectl get nodes`, `cordon` and `drain` need it;
+        # GFD's labels say how the device plugin shares its GPUs.
+        self.api.add_node(self.scenario.node, labels={"nvidia.com/gpu.present": "true", **gfd_labels(self.scenario)})
         for name, value in sorted({(p.priority_class, p.priority) for p in self.scenario.pods if p.priority_class}):
             self.api.add_priority_class(name, value)
         await self.kubelet.start()
@@ -124,6 +126,7 @@ class SimulatedWorld:
             self.kubelet.set_pods(self._kubelet_view(tick), claims=[
                 (u.namespace, u.pod, u.container, u.namespace, u.claim, driver, node, u.device) for u in uses])
             self.dra.sync(tick=tick, devices=dra_devices(self.node, tick), uses=uses)
+        self.kubelet.set_allocatable(advertised_devices(self.node, tick))
         self.proc.sync(self.node.processes(tick))
         if self.scenario.kubelet_outages:  # the kubelet answers as a failing one would while an outage lasts
             self.kubelet.rate_limit = any(outage.covers(tick) for outage in self.scenario.kubelet_outages)

@@ -19,6 +19,7 @@ from watchdog.model import (
     Attribution,
     ClaimRef,
     ContainerInfo,
+    DeviceSharing,
     EMPTY,
     GpuSample,
     HostProcess,
@@ -157,6 +158,10 @@ def encode_attribution(attribution: Attribution) -> Json:
            if attribution.host_processes else {}),
         # Optional: written only when NVML reported the MPS server (or other node infrastructure).
         **({"infrastructure": sorted(attribution.infrastructure)} if attribution.infrastructure else {}),
+        # Optional: written only when some GPU is shared (time-slicing or MPS replicas).
+        **({"sharing": {uuid: {"replicas": sharing.replicas, "strategy": sharing.strategy, "source": sharing.source}
+                        for uuid, sharing in sorted(attribution.sharing.items())}}
+           if attribution.sharing else {}),
     }
 
 
@@ -225,7 +230,19 @@ def decode_attribution(data: Mapping[str, Any]) -> Attribution:
         api_ok=data.get("api_ok", True),
         host_processes=MappingProxyType(hosts) if hosts else EMPTY,
         infrastructure=frozenset(int(pid) for pid in data.get("infrastructure", ())),
+        sharing=_decode_sharing(data.get("sharing", {})),
     )
+
+
+def _decode_sharing(data: Mapping[str, Mapping[str, Any]]) -> Mapping[str, DeviceSharing]:
+    # A hand-written trace may leave out the strategy ("unknown") and the source (it was learned from the trace).
+    if not data:
+        return EMPTY
+    return MappingProxyType({
+        uuid: DeviceSharing(replicas=int(entry["replicas"]), strategy=entry.get("strategy", "unknown"),
+                            source=entry.get("source", "trace"))
+        for uuid, entry in data.items()
+    })
 
 
 # -------------------------------------------------------------------------------------------------- tick

@@ -101,7 +101,7 @@ def compact_attribution(attribution: Json) -> Json:
         del out["slices_ok"]
     if out.get("claims_held") == 0:
         del out["claims_held"]
-    for key in ("devices", "processes", "pods", "claims"):
+    for key in ("devices", "processes", "pods", "claims", "sharing"):
         if key in out and not out[key]:
             del out[key]
     if "pods" in out:

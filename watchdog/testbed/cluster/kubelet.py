@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
 import grpc
 
@@ -36,6 +36,8 @@ class FakeKubelet(pb_grpc.PodResourcesListerServicer):
         self.calls = 0
         self.calls_by_method: Counter[str] = Counter()
         self.extra_allocatable: dict[str, list[str]] = {}  # resource → device IDs free on top of the assigned ones
+        # resource → every device ID the device plugins advertise (set_allocatable); None: only the assigned ones
+        self._allocatable: dict[str, list[str]] | None = None
         self._pods: dict[tuple[str, str], pb.PodResources] = {}
         self._server: grpc.aio.Server | None = None
 
@@ -59,6 +61,12 @@ class FakeKubelet(pb_grpc.PodResourcesListerServicer):
             (namespace, name): pb.PodResources(name=name, namespace=namespace, containers=list(by_container.values()))
             for (namespace, name), by_container in containers_of.items()
         }
+
+    def set_allocatable(self, devices: Mapping[str, Sequence[str]] | None) -> None:
+        """What GetAllocatableResources lists besides ``extra_allocatable``: every device the plugins advertise,
+        assigned or not (replicas of a shared GPU as ``<uuid>::<n>``), as a real kubelet does; None lists only the
+        devices assigned to pods."""
+        self._allocatable = None if devices is None else {resource: list(ids) for resource, ids in devices.items()}
 
     @property
     def running(self) -> bool:
@@ -88,10 +96,12 @@ class FakeKubelet(pb_grpc.PodResourcesListerServicer):
     async def GetAllocatableResources(self, request, context):  # noqa: N802
         await self._admit("GetAllocatableResources", context)
         by_resource: dict[str, list[str]] = {}
-        for pod in self._pods.values():
+        for pod in self._pods.values() if self._allocatable is None else ():
             for container in pod.containers:
                 for devices in container.devices:
                     by_resource.setdefault(devices.resource_name, []).extend(devices.device_ids)
+        for resource, device_ids in (self._allocatable or {}).items():
+            by_resource.setdefault(resource, []).extend(device_ids)
         for resource, device_ids in self.extra_allocatable.items():
             by_resource.setdefault(resource, []).extend(device_ids)
         return pb.AllocatableResourcesResponse(
