@@ -1,9 +1,11 @@
-"""Detection CPU per tick on a dense node: 8 H100s split into 56 MIG 1g instances plus one time-sliced GPU.
+"""Detection CPU per tick on a dense node: 8 H100s split into 56 MIG 1g instances plus two time-sliced GPUs.
 
 Why: detection runs inline in every cycle of a per-node agent, and dcgm-exporter's users measured up to 10 cores
 on H200 MIG nodes (dcgm-exporter#599). Target: ≤ 1 ms mean per tick. The scenario keeps
 findings open (a power-capped GPU with an antagonist, memory pressure and unauthorized use on the time-sliced GPU,
-a quota breach, recurring Xids) so the slow paths are measured, not only the quiet ones.
+a quota breach, recurring Xids) so the slow paths are measured, not only the quiet ones. The second time-sliced GPU
+runs three contexts whose shares sum to 0.9 while utilization.gpu reads 100 %, with a neighbour ramping up and
+down, so the scheduler model weighs contended ticks all along.
 
 Run: .venv/bin/python bench/bench_detection.py [--ticks N]
 """
@@ -38,6 +40,11 @@ def build_pods() -> tuple[dict[str, PodInfo], dict[str, tuple], dict[int, object
         pods[info.uid] = info
         processes[5000 + i] = info.ref
     devices["GPU-ts"] = tuple(pods[f"ts{i}"].ref for i in range(2))  # ts-2 runs there without an assignment
+    for i in range(3):
+        info = PodInfo(uid=f"ramp{i}", namespace=f"tenant-{i + 1}", name=f"ramp-{i}", priority=i)
+        pods[info.uid] = info
+        processes[6000 + i] = info.ref
+    devices["GPU-ts2"] = tuple(pods[f"ramp{i}"].ref for i in range(3))
     return pods, devices, processes
 
 
@@ -79,6 +86,24 @@ def build_sample(tick: int, rng: np.random.Generator) -> NodeSample:
             sm_clock_max_mhz=1980, clock_event_reasons=0, processes=ts_procs,
         )
     )
+    # Three contexts losing 0.1 to switching; ramp-2 ramps up over 100 ticks and back down, again and again.
+    phase = (tick % 200) / 100.0
+    ramp = 0.1 + 0.5 * (phase if phase <= 1.0 else 2.0 - phase)
+    shares = [0.25, 0.15, ramp]
+    scale = min(1.0, 0.9 / sum(shares))
+    ramp_procs = tuple(
+        ProcessSample(6000 + i, 4 * GIB, sm_util=float(np.clip(share * scale + rng.normal(0, 0.01), 0, 1)),
+                      memory_util=0.2)
+        for i, share in enumerate(shares)
+    )
+    gpus.append(
+        GpuSample(
+            index=GPUS + 1, uuid="GPU-ts2", name="NVIDIA H100 80GB HBM3", memory_total_bytes=80 * GIB,
+            memory_used_bytes=12 * GIB, memory_reserved_bytes=0,
+            gpu_util=min(1.0, sum(shares) / 0.9), sm_clock_mhz=1980, sm_clock_max_mhz=1980, clock_event_reasons=0,
+            processes=ramp_procs,
+        )
+    )
     xids = (XidEvent(3, "GPU-3", 13, 0x8, float(tick), gpu_instance=9, compute_instance=0),) if tick % 50 == 0 else ()
     return NodeSample(node="bench", tick=tick, timestamp=float(tick), gpus=tuple(gpus), xids=xids)
 
@@ -101,7 +126,7 @@ def main() -> None:
         for finding in findings:
             kinds[finding.kind.value] = kinds.get(finding.kind.value, 0) + 1
     ms = np.array(durations[50:]) * 1e3  # skip warm-up
-    print(f"ticks={args.ticks} devices={GPUS * SLICES}+1 findings(per kind, summed over ticks)={kinds}")
+    print(f"ticks={args.ticks} devices={GPUS * SLICES}+2 findings(per kind, summed over ticks)={kinds}")
     print(f"detection per tick: mean={ms.mean():.3f} ms p99={np.percentile(ms, 99):.3f} ms max={ms.max():.3f} ms")
 
 

@@ -9,7 +9,11 @@ into a temporary directory, the package renamed ``watchdog_base`` (its imports r
 build their own samples (each as its own commit's model spells them) from the same seed. The figures are
 wall-clock per ``Detector.step``; the first 50 ticks are left out (warm-up).
 
-Run: ``.venv/bin/python bench/compare_detection.py 927283a [--ticks 2000] [--rounds 3]``. A script, not a test.
+``--same-bench`` drives the earlier package with this tree's bench instead of the commit's own, so both judge the
+same node when the bench itself grew (it must then build its samples with fields both models have).
+
+Run: ``.venv/bin/python bench/compare_detection.py 927283a [--ticks 2000] [--rounds 3] [--same-bench]``. A script,
+not a test.
 """
 
 from __future__ import annotations
@@ -31,13 +35,15 @@ ROOT = Path(__file__).resolve().parents[1]
 _IMPORT = re.compile(r"\b(from|import) watchdog(?=[.\s])")
 
 
-def _extract(commit: str, into: Path) -> None:
-    """The commit's package as ``watchdog_base`` and its bench as ``bench_base.py``, under ``into``."""
+def _extract(commit: str, into: Path, *, same_bench: bool = False) -> None:
+    """The commit's package as ``watchdog_base`` and its bench (or this tree's) as ``bench_base.py``, under ``into``."""
     archive = subprocess.run(["git", "archive", commit, "watchdog", "bench/bench_detection.py"], cwd=ROOT,
                              check=True, capture_output=True).stdout
     with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
         tar.extractall(into, filter="data")
     (into / "watchdog").rename(into / "watchdog_base")
+    if same_bench:
+        (into / "bench" / "bench_detection.py").write_text((ROOT / "bench" / "bench_detection.py").read_text())
     for path in [*(into / "watchdog_base").rglob("*.py"), into / "bench" / "bench_detection.py"]:
         path.write_text(_IMPORT.sub(r"\1 watchdog_base", path.read_text()))
     (into / "bench" / "bench_detection.py").rename(into / "bench_base.py")
@@ -70,9 +76,10 @@ def main() -> None:
     parser.add_argument("commit", help="the earlier commit, e.g. 927283a")
     parser.add_argument("--ticks", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--same-bench", action="store_true", help="drive both packages with this tree's bench")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        _extract(args.commit, Path(tmp))
+        _extract(args.commit, Path(tmp), same_bench=args.same_bench)
         sys.path[:0] = [tmp, str(ROOT / "bench"), str(ROOT)]
         base = importlib.import_module("bench_base")
         now = importlib.import_module("bench_detection")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import replace
 
 import pytest
 from detection_builders import attribution, gpu, mig, pod, proc, sample
@@ -42,7 +43,25 @@ def test_timesliced_gpu_shares_sm_between_its_pods():
         (DomainKind.POWER, "gpu/GPU-1/power"): ["t1/a", "t2/b"],
         (DomainKind.TIMESLICE, "timeslice/GPU-1"): ["t1/a", "t2/b"],
     }
-    assert domains[1].activity == {"t1/a": 0.4, "t2/b": 0.5} and domains[1].busy == pytest.approx(0.9)
+    # Busy is the GPU's own account (utilization.gpu), not the attributed shares' sum (0.9).
+    assert domains[1].activity == {"t1/a": 0.4, "t2/b": 0.5} and domains[1].busy == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize(
+    ("gpu_util", "ctxsw_active", "busy"),
+    [
+        (1.0, None, 1.0),  # three contexts' shares sum to 0.88, utilization.gpu says no idle time: busy
+        (None, 0.1, 0.98),  # no utilization reading: the shares plus the time GPM says the engine spent switching
+        (None, None, 0.88),  # neither: the shares' sum is all there is
+        (0.5, None, 0.88),  # a utilization reading below the shares' sum never hides their use
+    ],
+)
+def test_a_timesliced_gpu_is_as_busy_as_it_says_not_as_its_shares_sum(gpu_util, ctxsw_active, busy):
+    processes = (proc(1, sm=0.4), proc(2, sm=0.3), proc(3, sm=0.18))
+    s = sample(1, [replace(gpu("GPU-1", processes=processes, gpu_util=gpu_util), ctxsw_active=ctxsw_active)])
+    attr = attribution(devices={"GPU-1": [A, B, C]}, processes={1: A, 2: B, 3: C})
+    timeslice = next(d for d in domains_of(devices_of(s, attr)) if d.kind is DomainKind.TIMESLICE)
+    assert timeslice.busy == pytest.approx(busy)
 
 
 def test_exclusive_and_lost_gpus_share_nothing_but_an_intruder_joins():

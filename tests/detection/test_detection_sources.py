@@ -80,7 +80,7 @@ def test_a_view_part_that_cannot_be_built_skips_only_the_sources_that_need_it():
     assert [f.evidence["gpu_uuid"] for f in findings] == ["GPU-0"]
     failures = dict(detector.last_failures)
     assert isinstance(failures["view/devices"], TypeError)
-    needing = {"interference", "memory_pressure", "quota", "unauthorized", "unauthorized_host"}
+    needing = {"interference", "memory_pressure", "quota", "unauthorized", "unauthorized_host", "mps_memory"}
     assert set(failures) == needing | {"view/devices"}
     for name in needing:
         assert isinstance(failures[name], ViewUnavailable) and failures[name].__cause__ is failures["view/devices"]

@@ -16,6 +16,7 @@ from pydantic import Field, StringConstraints, model_validator
 
 from watchdog.config._base import Section
 from watchdog.config import limits
+from watchdog.config.detection_mps import MpsMemoryPolicy
 from watchdog.config.names import LabelKey, LabelValue, LabelValueOrEmpty, NamespaceName
 
 # A tenant is a namespace or a tenant label's value (watchdog.model.pods.PodInfo.tenant); a namespace name is also a
@@ -121,6 +122,13 @@ class InterferencePolicy(Section):
         le=1,
         description="Time-sliced GPU: a pod can be a victim only while its use is held within this of its "
         "water-filling fair level (0–1 of its own share); a pod further below it got all it asked for.",
+    )
+    scheduler_evidence_ticks: int = Field(
+        90,
+        ge=1,
+        description="Time-sliced GPU whose contention began by a gradual ramp: for this many ticks after the GPU's "
+        "last idle tick, a pod below its fair level losing what it then had while a neighbour gains is evidence "
+        "that the scheduler follows demand (detection/scheduler_model.py).",
     )
     common_driver_correlation: float = Field(
         0.3,
@@ -363,6 +371,9 @@ class DetectionPolicy(Section):
         default_factory=MemoryPressurePolicy, description="Memory pressure on shared devices."
     )
     quota: QuotaPolicy = Field(default_factory=QuotaPolicy, description="Per-tenant quotas.")
+    mps: MpsMemoryPolicy = Field(
+        default_factory=MpsMemoryPolicy, description="MPS clients near their pinned device-memory limit."
+    )
     unauthorized: UnauthorizedPolicy = Field(default_factory=UnauthorizedPolicy, description="Unauthorized device use.")
     xid: XidDetectionPolicy = Field(default_factory=XidDetectionPolicy, description="Xid fault classification.")
     victim_signal_overrides: dict[TenantName, VictimSignalOverride] = Field(

@@ -109,12 +109,19 @@ def find_antagonist(
     window = policy.correlation_window
     victim_signal = series.signal.window(victim, window)
     flags = series.flag.window(victim, window)
-    victim_use = series.use.window(victim, window)
+    # Was the victim working on its steady ticks? Its own use, which in an MPS domain is its SM activity (kept in the
+    # load ring), not its DRAM share: a compute-bound client moves little over the memory bus and is still working.
+    own = series.load if domain.kind is DomainKind.MPS else series.use
+    victim_use = own.window(victim, window)
     with np.errstate(invalid="ignore"):
         steady = (flags == 0) & (victim_use >= policy.victim_min_activity)
     degraded = flags == 1
     in_window = int(steady.sum()) >= policy.min_steady_ticks
-    if not degraded.any() or not (in_window or before.use):
+    # MPS: no falling back on the baseline levels. They date from before the bandwidth ran out, and a client that
+    # kept working unflagged for long after a neighbour saturated the bus was not hurt by that neighbour's use: only
+    # the window's own steady ticks say what "before" was (a victim's own drop long after the rise is not a squeeze).
+    fallback = bool(before.use) and domain.kind is not DomainKind.MPS
+    if not degraded.any() or not (in_window or fallback):
         return None
     rise = _Rise(steady=steady, degraded=degraded, in_window=in_window)
     power = domain.kind is DomainKind.POWER

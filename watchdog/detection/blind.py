@@ -7,7 +7,9 @@ the culprit cannot be named loses a victim; naming one would be a guess. So dete
 unknown: a warning of its own kind (``FindingKind.INTERFERENCE_CULPRIT_UNKNOWN``, report-only, never an eviction
 reason), whose evidence says which readings were missing and how to supply them.
 
-The PCIe link of a MIG GPU (detection/pcie.py) is the other such domain: its load is visible from the whole-GPU
+MPS clients' DRAM domain (detection/mps.py) is a third: the GPU's bandwidth use is visible (GPM), each client's
+share of it only where the per-process utilisation samples name it. The PCIe link of a MIG GPU (detection/pcie.py)
+is the other such domain: its load is visible from the whole-GPU
 counters (nvmlDeviceGetPcieThroughput) and the link's generation and width, but a driver that gives GPM's PCIe
 rates for the whole GPU only (as DCGM samples them) leaves every instance's share unknown.
 """
@@ -24,6 +26,11 @@ HOW_TO_SUPPLY = (
     "(DCGM_FI_PROF_SM_ACTIVE per GPU_I_ID) and enable signals.borrowed_activity"
 )
 MISSING_PCIE_USE = "per-instance PCIe throughput of the neighbours"
+MISSING_MPS_USE = "per-process memory-controller share of the neighbouring MPS clients"
+HOW_TO_SUPPLY_MPS = (
+    "nvmlDeviceGetProcessUtilization named no memUtil sample for the neighbouring MPS clients this tick, so the "
+    "client whose bandwidth use saturates the GPU cannot be named"
+)
 HOW_TO_SUPPLY_PCIE = (
     "this driver answers GPM PCIE_TX/RX_PER_SEC for the whole GPU only: a driver that answers them per GPU "
     "instance (nvmlGpmMigSampleGet) lets the culprit be named; dcgm-exporter's DCGM_FI_PROF_PCIE_* are per GPU too"
@@ -42,7 +49,7 @@ class BlindEpisode:
 def blind_to_neighbours(domain: Domain, victim: str) -> bool:
     """The domain's contention is visible but not one neighbour's use is known (power and PCIe domains only: the
     shares of a time-sliced GPU or a GPU instance are the use itself, so there nothing is visible without them)."""
-    if domain.kind is DomainKind.PCIE:
+    if domain.kind is DomainKind.PCIE or domain.kind is DomainKind.MPS:
         if domain.busy is None:
             return False
     elif domain.kind is not DomainKind.POWER or domain.reasons is None or domain.clock_loss is None:
@@ -63,16 +70,17 @@ def culprit_unknown_finding(
     last_observed = max(episode.last_observed for _, episode, _ in victims)
     neighbours = sorted(key for key in domain.activity if key not in {k for k, _, _ in victims})
     pcie = domain.kind is DomainKind.PCIE
-    missing = MISSING_PCIE_USE if pcie else MISSING_USE
+    mps = domain.kind is DomainKind.MPS
+    missing = MISSING_PCIE_USE if pcie else MISSING_MPS_USE if mps else MISSING_USE
     evidence: dict[str, float | int | str] = {
         "culprit": "unknown",
         "signal": victims[0][2],
         "victim": victims[0][0],
         "missing": missing,
         "missing_for": ",".join(neighbours),
-        "supply": HOW_TO_SUPPLY_PCIE if pcie else HOW_TO_SUPPLY,
+        "supply": HOW_TO_SUPPLY_PCIE if pcie else HOW_TO_SUPPLY_MPS if mps else HOW_TO_SUPPLY,
     }
-    if pcie and domain.busy is not None:
+    if (pcie or mps) and domain.busy is not None:
         evidence["busy"] = round(domain.busy, 4)
     if domain.clock_loss is not None:
         evidence["clock_loss"] = round(domain.clock_loss, 4)
@@ -93,7 +101,9 @@ def culprit_unknown_finding(
         evidence=evidence,
         message=(
             f"{', '.join(r.key for r in victim_refs)} degraded on {domain.key} ({domain.resource}, "
-            + (f"link {domain.busy or 0:.0%} full" if pcie else f"clock loss {domain.clock_loss or 0:.0%}")
+            + (f"link {domain.busy or 0:.0%} full" if pcie
+               else f"DRAM bandwidth {domain.busy or 0:.0%} used" if mps
+               else f"clock loss {domain.clock_loss or 0:.0%}")
             + f"); culprit unknown: no {missing}"
         ),
         observed=last_observed == tick,

@@ -18,6 +18,7 @@ from watchdog.detection.claims import with_claims
 from watchdog.detection.host_processes import HostProcessDetector
 from watchdog.detection.interference import InterferenceDetector
 from watchdog.detection.memory import MemoryPressureDetector
+from watchdog.detection.mps_memory import MpsMemoryDetector
 from watchdog.detection.quota import QuotaDetector
 from watchdog.detection.unauthorized import UnauthorizedDetector
 from watchdog.detection.view import FindingSource, SourceFactory, TickView, tick_view
@@ -33,6 +34,7 @@ SOURCES: tuple[SourceFactory, ...] = (
     UnauthorizedDetector,
     HostProcessDetector,
     XidDetector,
+    MpsMemoryDetector,
 )
 
 

@@ -13,7 +13,7 @@ from enum import StrEnum
 from functools import lru_cache
 from typing import Mapping, Sequence
 
-from watchdog.model import EMPTY, GpuSample, MigSample, PodRef, ProcessSample
+from watchdog.model import EMPTY, DeviceSharing, GpuSample, MigSample, PodRef, ProcessSample
 
 # Compute slices of an A100/H100/H200 (NVIDIA MIG user guide, "Supported MIG Profiles"); only scales the `share`
 # evidence.
@@ -26,6 +26,7 @@ class DomainKind(StrEnum):
     TIMESLICE = "timeslice"
     GPU_INSTANCE = "gi"
     PCIE = "pcie"
+    MPS = "mps"  # MPS clients under the device plugin's limits: SMs split, DRAM bandwidth and L2 shared
 
 
 # Device and Domain are built afresh for every device and domain of every tick and never changed after: they are
@@ -51,6 +52,7 @@ class Device:
     pod_dram: Mapping[str, float] = field(default_factory=lambda: EMPTY)  # pod key → memory-controller share 0–1
     unattributed_sm: float | None = None  # SM activity (0–1 of this device) of processes no known pod owns
     compute_instances: tuple[str, ...] = ()  # a GI's memory pool (detection/pools.py): the UUIDs of its CI devices
+    mps: DeviceSharing | None = None  # a whole GPU whose pods are MPS clients under the plugin's limits (mps.py)
 
     @property
     def profile(self) -> str | None:
@@ -82,7 +84,7 @@ class Domain:
     pods: tuple[PodRef, ...]
     activity: Mapping[str, float | None]  # pod key → its use, relative to its own share (0–1)
     share: Mapping[str, float]  # pod key → fraction of the domain's capacity it can use
-    busy: float | None = None  # timeslice: GPU busy share; gi: DRAM bandwidth use
+    busy: float | None = None  # timeslice: GPU busy share; gi, mps: DRAM bandwidth use
     clock_loss: float | None = None  # power: 1 − sm_clock / max
     reasons: int | None = None  # power: nvmlClocksEventReason mask
     unattributed: float | None = None  # power: share of the GPU's compute driven by processes of no known pod

@@ -4,8 +4,10 @@ Pure (no I/O, no asyncio). Interference only exists between pods that share a re
 shared depends on how the GPU is split: MIG isolates SMs, L2 and DRAM between GPU instances but not the board's
 power/thermal budget, clocks or PCIe (arXiv 2508.20274), so every GPU is one *power* domain for
 all its instances, and its PCIe link one *pcie* domain for them (judged where NVML gives the link's generation
-and width); a GPU not in MIG mode handed to several pods (time-slicing / MPS replicas) shares SMs and DRAM
-bandwidth between them (*timeslice*); a GPU instance holding several compute instances shares DRAM and L2 (*gi*).
+and width); a GPU not in MIG mode handed to several pods (time-slicing replicas, MPS without limits) shares SMs
+and DRAM bandwidth between them (*timeslice*); MPS clients under the device plugin's limits have their own slice
+of the SMs and share DRAM bandwidth and L2 (*mps*, detection/mps.py); a GPU instance holding several compute
+instances shares DRAM and L2 (*gi*).
 A pod belongs to a device when the kubelet assigned it (attribution.devices) or one of its processes runs there
 (attribution.processes): the latter is how an unauthorized user still counts as an antagonist.
 """
@@ -13,9 +15,10 @@ A pod belongs to a device when the kubelet assigned it (attribution.devices) or 
 from __future__ import annotations
 
 from collections import Counter
-from typing import Sequence
+from typing import Iterable, Sequence
 
 from watchdog.detection.domain_types import Device, Domain, DomainKind, unique_refs
+from watchdog.detection.mps import mps_domain, mps_limits
 from watchdog.detection.pcie import pcie_domain
 from watchdog.detection.trust import ambiguous_uuids
 from watchdog.model import Attribution, GpuSample, MigSample, NodeSample, PodRef, PodUsage, ProcessSample
@@ -105,8 +108,11 @@ def devices_of(
                                        users=usage.get(mig.uuid, ()), attribution=attribution,
                                        pooled=per_gi[mig.gpu_instance] > 1))
         else:
-            devices.append(_device(uuid=gpu.uuid, gpu=gpu, mig=None, processes=gpu.processes,
-                                   users=usage.get(gpu.uuid, ()), attribution=attribution))
+            device = _device(uuid=gpu.uuid, gpu=gpu, mig=None, processes=gpu.processes,
+                             users=usage.get(gpu.uuid, ()), attribution=attribution)
+            if attribution.sharing:
+                device.mps = mps_limits(gpu, gpu.processes, attribution)
+            devices.append(device)
     return devices
 
 
@@ -127,9 +133,11 @@ def domains_of(devices: Sequence[Device]) -> list[Domain]:
                     domains.append(link)
         if not gpu.mig_enabled:
             device = members[0]
-            if len(device.pods) >= 2:
-                known = list(device.pod_sm.values())
-                busy = sum(known) if known else gpu.gpu_util
+            if device.mps is not None:
+                mps = mps_domain(device)  # SMs split by the plugin's limits: only DRAM bandwidth is shared
+                if mps is not None:
+                    domains.append(mps)
+            elif len(device.pods) >= 2:
                 domains.append(
                     Domain(
                         key=f"timeslice/{gpu_uuid}",
@@ -139,7 +147,7 @@ def domains_of(devices: Sequence[Device]) -> list[Domain]:
                         pods=device.pods,
                         activity={ref.key: device.pod_sm.get(ref.key) for ref in device.pods},
                         share={ref.key: 1.0 for ref in device.pods},
-                        busy=busy,
+                        busy=timeslice_busy(gpu, device.pod_sm.values()),
                     )
                 )
             continue
@@ -167,6 +175,20 @@ def domains_of(devices: Sequence[Device]) -> list[Domain]:
                 )
             )
     return domains
+
+
+def timeslice_busy(gpu: GpuSample, shares: Iterable[float]) -> float | None:
+    """How busy a time-sliced GPU is by its own account: utilization.gpu, or the processes' SM shares plus the time
+    the engine spent switching between them (GPM GR0_CTXSW_ACTIVE_PCT) where the driver has it, whichever is higher.
+
+    Not the shares alone: switching between contexts costs time no process gets, so with three busy contexts the
+    shares sum visibly below 1 while the GPU has no idle time at all. Only a trace that carries neither reading is
+    judged on the shares' sum (None when it has no shares either).
+    """
+    known = list(shares)
+    counted = sum(known) + (gpu.ctxsw_active or 0.0) if known else None
+    readings = [reading for reading in (gpu.gpu_util, counted) if reading is not None]
+    return min(1.0, max(readings)) if readings else None
 
 
 def _activity(devices: Sequence[Device], pods: tuple[PodRef, ...]) -> dict[str, float | None]:

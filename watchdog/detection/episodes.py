@@ -63,7 +63,9 @@ class PodState:
 class DomainState:
     signal: SlotRing
     use: SlotRing  # activity relative to the pod's own share
-    load: SlotRing  # activity × share: the part of the domain it drives (power: GPU fraction), + unattributed
+    # power: activity × share, the part of the domain it drives (GPU fraction), + unattributed; mps: each client's own
+    # SM activity against its slice (its `use` is its DRAM share, which says nothing of whether it was working)
+    load: SlotRing
     flag: SlotRing
     domain: Domain
     last_tick: int

@@ -89,14 +89,18 @@ class InterferenceDetector:
         policy = self._policy.interference
         mask = (1 << policy.flags_window) - 1
         domain = state.domain
-        # Only the power domain weighs what its pods drive of it (antagonist.py): elsewhere the load is never read.
+        # Only the power domain weighs what its pods drive of it (antagonist.py), and only the MPS domain keeps its
+        # clients' own SM activity beside their DRAM use in the same ring: elsewhere the load is never read.
         power = domain.kind is DomainKind.POWER
+        mps = domain.kind is DomainKind.MPS
         state.signal.advance()
         state.use.advance()
         state.flag.advance()
         if power:
             state.load.advance()
             state.load.set(UNATTRIBUTED, domain.unattributed)
+        elif mps:
+            state.load.advance()
         fair = fair_levels(domain)
         # Below its fair level a pod can be starved only by a scheduler whose shares follow demand, and only while
         # the GPU has no idle time left (detection/scheduler_model.py).
@@ -129,6 +133,8 @@ class InterferenceDetector:
                 use_ring.set(key, activity)
                 if power:
                     load_ring.set(key, activity * shares.get(key, 1.0))
+            if mps and own is not None:
+                load_ring.set(key, own)
             outlier = False
             if value is not None:
                 pod.signal_tick = tick

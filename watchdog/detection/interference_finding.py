@@ -68,6 +68,11 @@ def interference_finding(
         evidence["fair_share"] = round(worst.fair, 4)
     if domain.kind is DomainKind.TIMESLICE:
         evidence["scheduler"] = "proportional" if state.scheduler.proportional else "roundrobin"
+    if domain.kind is DomainKind.MPS:
+        evidence["active_thread_share"] = round(domain.share.get(worst_key, 0.0), 4)
+        own = domain.victim_activity.get(worst_key) if domain.victim_activity else None
+        if own is not None:
+            evidence["victim_sm_of_slice"] = round(own, 4)
     if domain.clock_loss is not None:
         evidence["clock_loss"] = round(domain.clock_loss, 4)
     if domain.busy is not None:
@@ -78,8 +83,9 @@ def interference_finding(
         evidence["culprit_priority"] = info.priority
     if borrowed:
         evidence["activity_source"] = "dcgm-exporter"
+    scaled = domain.kind is not DomainKind.MPS  # an MPS client's DRAM share is of the whole GPU already
     usage = {
-        key: round(float(act) * domain.share.get(key, 1.0), 4)
+        key: round(float(act) * (domain.share.get(key, 1.0) if scaled else 1.0), 4)
         for key, act in domain.activity.items()
         if act is not None
     }

@@ -11,6 +11,9 @@ Pure (no I/O). Every signal is oriented so that *higher is worse* and is 0–1 f
 * gi (GPU instance with several compute instances): ``1 − SM activity`` of the pod's compute instance (GPM is
   per CI for SM, per GI for DRAM, as DCGM's DcgmGpmManager samples it). Contended while the GI's DRAM bandwidth
   is saturated.
+* mps (MPS clients under the device plugin's limits): ``1 − SM activity`` of the client against its own slice of the
+  SMs (detection/mps.py), read from ``Domain.victim_activity``. Contended while the GPU's DRAM bandwidth is
+  saturated (GPM DRAM_BW_UTIL, whole GPU).
 * pcie (a MIG GPU's link): ``1 − SM activity`` of the pod's instance, read from ``Domain.victim_activity``: an
   input pipeline starved of host data leaves its SMs idle. Contended while the busier direction nears the link's
   capacity (detection/pcie.py).
@@ -56,7 +59,7 @@ def contended(domain: Domain, policy: InterferencePolicy) -> bool | None:
         return None
     if domain.kind is DomainKind.PCIE:
         return domain.busy >= policy.pcie_saturation
-    limit = policy.saturation if domain.kind is DomainKind.TIMESLICE else policy.dram_saturation
+    limit = policy.saturation if domain.kind is DomainKind.TIMESLICE else policy.dram_saturation  # gi, mps
     return domain.busy >= limit
 
 
@@ -105,8 +108,10 @@ def fair_levels(domain: Domain) -> dict[str, float]:
     what they get, and the pod itself asks for everything: the level it would then reach is its fair share. Pods
     whose use is unknown are left out; the power domain has no shares to be fair about and gets nothing.
     """
-    if domain.kind is DomainKind.POWER or domain.kind is DomainKind.PCIE:
-        return {}  # no shares to be fair about: power is the board's, and any instance may use the whole link
+    if domain.kind is DomainKind.POWER or domain.kind is DomainKind.PCIE or domain.kind is DomainKind.MPS:
+        # No shares to be fair about: power is the board's, any instance may use the whole link, and an MPS
+        # client's SM slice is fixed by its limit while its DRAM use is not capped at all.
+        return {}
     uses: dict[str, tuple[float, float]] = {}  # pod key → (use in capacity units, weight)
     for key, activity in domain.activity.items():
         weight = domain.share.get(key, 0.0)

@@ -40,6 +40,7 @@ def hysteresis_ticks(detection: DetectionPolicy) -> dict[str, int]:
         "xid": 0,
         "culprit_unknown": detection.interference.flags_needed - 1,
         "unauthorized_host": detection.unauthorized.for_ticks - 1,
+        "mps_memory_limit": detection.mps.for_ticks - 1,
     }
 
 

@@ -32,11 +32,11 @@ from watchdog.evaluation.truth import Truth
 # "memory_warning" is the row (and truth label) of the report-only MIG-fill WARNING, finding kind
 # "mig_memory_warning"; "culprit_unknown" that of the report-only "interference_culprit_unknown" (see scored_kind).
 KINDS = ("interference", "memory_pressure", "quota", "memory_warning", "unauthorized", "xid",
-         "culprit_unknown", "unauthorized_host")
+         "culprit_unknown", "unauthorized_host", "mps_memory_limit")
 TICK_SCORED_KINDS = frozenset(KINDS) - {"xid"}  # an Xid is an instant: how long its finding stays is report policy
 ROWS = {"mig_memory_warning": "memory_warning", "interference_culprit_unknown": "culprit_unknown"}  # kind → row
 # tick recall counts any observed tick of these
-REPORT_ONLY_KINDS = frozenset({"memory_warning", "culprit_unknown", "unauthorized_host"})
+REPORT_ONLY_KINDS = frozenset({"memory_warning", "culprit_unknown", "unauthorized_host", "mps_memory_limit"})
 
 EpisodeTicks = Mapping[tuple[str, int], Mapping[int, bool]]  # (key, first_tick) → {observed tick: critical}
 
@@ -97,7 +97,7 @@ def matches(
         return culprit_ok and (not entry.victims or bool(victims & set(entry.victims)))
     if kind == "quota":
         return finding.get("tenant") == entry.tenant
-    if kind == "memory_warning":
+    if kind == "memory_warning" or kind == "mps_memory_limit":
         return culprit == entry.pod
     if kind == "unauthorized":
         return culprit == entry.pod

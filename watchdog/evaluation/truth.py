@@ -98,6 +98,14 @@ class MemoryWarningTruth(Window):
     instance: int | None = Field(None, ge=0, description="Index into the GPU's `mig` list, for the reader.")
 
 
+class MpsMemoryLimitTruth(Window):
+    """An MPS client near its pinned device-memory limit (the device plugin's memory / replicas): the report-only
+    finding kind ``mps_memory_limit`` (detection/mps_memory.py), matched by the client pod."""
+
+    pod: str = Field(..., pattern=POD_KEY_PATTERN, description="The client near its limit ('ns/name').")
+    gpu: int | None = Field(None, ge=0, description="GPU index, for the reader (not matched).")
+
+
 class QuietWindow(Window):
     """Ticks in which no eviction request may be sent, e.g. while the data that would justify one is missing."""
 
@@ -131,6 +139,7 @@ class Truth(_Label):
     memory_warning: tuple[MemoryWarningTruth, ...] = ()
     culprit_unknown: tuple[CulpritUnknownTruth, ...] = ()
     unauthorized_host: tuple[UnauthorizedHostTruth, ...] = ()
+    mps_memory_limit: tuple[MpsMemoryLimitTruth, ...] = ()
     slack_ticks: int = Field(10, ge=0, description="A finding may still overlap this many ticks after an offset.")
     expect_evictions: tuple[str, ...] | None = Field(
         None, description="Exactly the pods enforce mode must evict ('ns/name'); None = not checked."

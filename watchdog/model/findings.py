@@ -27,10 +27,14 @@ class FindingKind(StrEnum):
     # miner): there is no pod to evict, so it is only ever reported.
     UNAUTHORIZED_HOST = "unauthorized_host"
     XID = "xid"
+    # An MPS client at its pinned device-memory limit (the plugin's memory / replicas): its own allocations fail,
+    # nobody else's, so it is only ever reported.
+    MPS_MEMORY_LIMIT = "mps_memory_limit"
 
 
 REPORT_ONLY_KINDS: frozenset[FindingKind] = frozenset(
-    {FindingKind.MIG_MEMORY_WARNING, FindingKind.INTERFERENCE_CULPRIT_UNKNOWN, FindingKind.UNAUTHORIZED_HOST}
+    {FindingKind.MIG_MEMORY_WARNING, FindingKind.INTERFERENCE_CULPRIT_UNKNOWN, FindingKind.UNAUTHORIZED_HOST,
+     FindingKind.MPS_MEMORY_LIMIT}
 )
 """Kinds that are never an eviction reason, whatever their severity or the policy: the action stage makes no
 decision for them and the controller refuses an alert that names one."""
