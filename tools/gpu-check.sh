@@ -8,8 +8,10 @@
 #   probe-h200.json    `gpu-watchdog probe`: every NVML call the sampler makes, supported or not (commit as docs/)
 #   run-observe.log    60 s of `gpu-watchdog run --mode observe` (no Kubernetes)
 #   timeslice.jsonl.gz a 120-tick trace of 2 PyTorch loads time-slicing the GPU (serve, greedy from tick 30)
-#   serve.log, greedy.log   the loads' own per-second latency (the victim signal)
-#   metrics.prom       one /metrics scrape taken while both loads ran
+#   loads.log          the loads' own per-second latency (the victim signal), time-sliced then under MPS
+#   metrics.prom       one /metrics scrape taken while both time-sliced loads ran
+#   mps.jsonl.gz       a 60-tick trace of 2 PyTorch loads as MPS clients of a daemon this script starts and stops
+#                      (issue 21): what NVML's compute, MPS and graphics lists return is printed to gpu-check.log
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/gpu-check-out}
@@ -56,10 +58,10 @@ step "time-slicing: record 120 ticks; serve from the start, greedy from ~30 s"
   > "$OUT/record.log" 2>&1 &
 record=$!
 sleep 3
-python3 tools/gpu_load.py serve --seconds 125 --memory-gib 4 > "$OUT/serve.log" 2>&1 &
+python3 tools/gpu_load.py serve --seconds 125 --memory-gib 4 > /tmp/serve.log 2>&1 &
 serve=$!
 sleep 30
-python3 tools/gpu_load.py greedy --seconds 90 --memory-gib 8 > "$OUT/greedy.log" 2>&1 &
+python3 tools/gpu_load.py greedy --seconds 90 --memory-gib 8 > /tmp/greedy.log 2>&1 &
 greedy=$!
 sleep 20
 curl -s http://127.0.0.1:9436/metrics > "$OUT/metrics.prom" 2>/dev/null \
@@ -83,4 +85,56 @@ for line in lines[1:][::20]:
     procs = [(p.get("pid"), p.get("sm_util"), p.get("used_memory_bytes")) for g in tick["sample"]["gpus"] for p in g.get("processes", [])]
     print(tick["sample"]["tick"], procs)
 PY
+{ echo "--- time-sliced serve"; cat /tmp/serve.log; echo "--- time-sliced greedy"; cat /tmp/greedy.log; } > "$OUT/loads.log"
+
+step "MPS: a daemon of this script's own, two PyTorch clients, NVML's three process lists, a 60-tick trace"
+# Never the node's compute mode, MIG mode, clocks or power limits: a private pipe and log directory, and the daemon
+# is stopped at the end (echo quit). MPS works in the default compute mode.
+export CUDA_MPS_PIPE_DIRECTORY=/tmp/gpu-check-mps/pipe CUDA_MPS_LOG_DIRECTORY=/tmp/gpu-check-mps/log
+mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+if command -v nvidia-cuda-mps-control >/dev/null && nvidia-cuda-mps-control -d; then
+  "${GW[@]}" record --config /tmp/gpu-check.yaml --out /tmp/mps.jsonl --ticks 60 --port 9437 > /tmp/mps-record.log 2>&1 &
+  record=$!
+  sleep 3
+  python3 tools/gpu_load.py serve --seconds 55 --memory-gib 2 > /tmp/mps-serve.log 2>&1 &
+  serve=$!
+  python3 tools/gpu_load.py greedy --seconds 50 --memory-gib 3 > /tmp/mps-greedy.log 2>&1 &
+  greedy=$!
+  sleep 20
+  python3 - <<'PY'
+import pynvml as n
+n.nvmlInit()
+for i in range(n.nvmlDeviceGetCount()):
+    h = n.nvmlDeviceGetHandleByIndex(i)
+    for name in ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetMPSComputeRunningProcesses",
+                 "nvmlDeviceGetGraphicsRunningProcesses"):
+        try:
+            rows = [(p.pid, p.usedGpuMemory) for p in getattr(n, name)(h)]
+        except n.NVMLError as exc:
+            rows = f"error {exc}"
+        comms = []
+        for pid, _ in rows if isinstance(rows, list) else []:
+            try:
+                comms.append(open(f"/proc/{pid}/comm").read().strip())
+            except OSError:
+                comms.append("?")
+        print(f"gpu {i} {name}: {rows} comm={comms}")
+    try:
+        util = [(s.pid, s.smUtil, s.memUtil) for s in n.nvmlDeviceGetProcessUtilization(h, 0)]
+    except n.NVMLError as exc:
+        util = f"error {exc}"
+    print(f"gpu {i} nvmlDeviceGetProcessUtilization: {util}")
+n.nvmlShutdown()
+PY
+  wait "$greedy"; wait "$serve"
+  timeout 30 tail --pid="$record" -f /dev/null; wait "$record"; echo "mps record exit $?"
+  echo quit | nvidia-cuda-mps-control; echo "mps daemon stopped"
+  { echo "--- MPS serve"; cat /tmp/mps-serve.log; echo "--- MPS greedy"; cat /tmp/mps-greedy.log; } >> "$OUT/loads.log"
+  tail -n 5 /tmp/mps-record.log
+  gzip -c /tmp/mps.jsonl > "$OUT/mps.jsonl.gz" || echo "no MPS trace"
+else
+  echo "nvidia-cuda-mps-control missing or failed to start: no MPS check"
+fi
+unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+
 step "done"

@@ -248,6 +248,17 @@ def test_non_mig_gpu_without_processes_has_no_pod_series(series):
     assert one(rows["gpu_watchdog_gpu_processes"]) == 1
 
 
+def test_processes_are_counted_by_the_nvml_lists_that_reported_them(series):
+    """An MPS GPU: the server (compute list), two clients (MPS list), one PID both lists reported."""
+    processes = (ProcessSample(900, 1 << 25), ProcessSample(101, GIB, mode="mps"), ProcessSample(102, GIB, mode="mps"),
+                 ProcessSample(103, GIB, mode="compute+mps"))
+    gpu = GpuSample(index=0, uuid="GPU-m", name="H100", processes=processes)
+    rows = series(Snapshot(node="n", sample=NodeSample(node="n", tick=1, timestamp=1.0, gpus=(gpu,))))
+    by_mode = {labels["mode"]: value for labels, value in rows["gpu_watchdog_gpu_processes_by_mode"]}
+    assert by_mode == {"compute": 1, "mps": 2, "compute+mps": 1}
+    assert one(rows["gpu_watchdog_gpu_processes"]) == 4
+
+
 def test_bad_input_is_refused():
     with pytest.raises(TypeError, match="Snapshot"):
         build_families({"node": "n"})

@@ -2,7 +2,8 @@
 
 8 GPUs × 7 MIG instances, every instance attributed to a pod: the benchmark node of bench/bench_exporter.py. The
 budget is the count when it was first measured (713), plus the plausibility gate's 11 per-node series (one
-rejected-readings counter per check, the quarantined-device gauge); a new metric that adds series per instance has
+rejected-readings counter per check, the quarantined-device gauge), plus one processes-by-mode series per GPU
+(8: every process here is a compute process; an MPS or graphics mode adds one per GPU it is on); a new metric that adds series per instance has
 to make room or argue for a new budget here. (The snapshot carries no GPM PCIe or context-switch readings per
 instance: a node whose driver answers them exposes up to four more series per GPU instance.)"""
 
@@ -15,7 +16,7 @@ from pathlib import Path
 from watchdog.publishing import Exposition
 
 ROOT = Path(__file__).resolve().parents[2]
-SERIES_BUDGET = 724
+SERIES_BUDGET = 732
 
 sys.path.insert(0, str(ROOT / "bench"))
 from bench_exporter import mig_node_snapshot  # noqa: E402  (bench/ is not a package)

@@ -107,6 +107,11 @@ GPU_CONTEXT_SWITCHES = _gauge(
     "mode).", GPU_LABELS, unit="per_second",
 )
 GPU_PROCESSES = _gauge("gpu_processes", "Compute processes on the GPU, MIG instances included.", GPU_LABELS)
+GPU_PROCESSES_BY_MODE = _gauge(
+    "gpu_processes_by_mode", "Processes on the GPU, MIG instances included, by the NVML lists that reported them: "
+    "compute, mps (an MPS client), graphics, joined by + when several did. Only modes present have a series.",
+    GPU_LABELS + ("mode",),
+)
 
 # ----------------------------------------------------------------------------------- per MIG instance
 _MIG_HELP_OWNER = " Pod labels are set when exactly one pod owns the instance, empty otherwise."

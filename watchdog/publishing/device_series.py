@@ -143,6 +143,16 @@ def _add_gpu(book: FamilyBook, *, gpu: GpuSample, base: tuple[str, ...], appends
             throttled.add(base + (reason,), 1 if mask & bit else 0)
     processes = len(gpu.processes) + sum(len(mig.processes) for mig in gpu.instances)
     book[c.GPU_PROCESSES].add(base, processes)
+    if processes:
+        modes: dict[str, int] = {}
+        for process in gpu.processes:
+            modes[process.mode] = modes.get(process.mode, 0) + 1
+        for mig in gpu.instances:
+            for process in mig.processes:
+                modes[process.mode] = modes.get(process.mode, 0) + 1
+        by_mode = book[c.GPU_PROCESSES_BY_MODE]
+        for mode, count in sorted(modes.items()):
+            by_mode.add(base + (mode,), count)
 
 
 def _add_claims(book: FamilyBook, *, base: tuple[str, ...], device_uuid: str, owners: Owners) -> None:
