@@ -30,7 +30,9 @@ from watchdog.model import ClaimDevice, ClaimRef, DeviceAssignment
 
 log = logging.getLogger(__name__)
 
-DEFAULT_RESOURCES = ("nvidia.com/gpu", "nvidia.com/mig-*")
+# nvidia.com/gpu.shared: the device plugin's sharing with renameByDefault: true renames a shared GPU's resource
+# (k8s-device-plugin README, "Shared Access to GPUs"); nvidia.com/mig-* covers its MIG counterparts ("….shared").
+DEFAULT_RESOURCES = ("nvidia.com/gpu", "nvidia.com/gpu.shared", "nvidia.com/mig-*")
 DEFAULT_DRA_DRIVERS = ("gpu.nvidia.com",)  # NVIDIA's DRA driver for GPUs (k8s-dra-driver-gpu, DriverName)
 Listed = DeviceAssignment | ClaimDevice
 # A List answer grows with pods × devices; Kubernetes' own podresources client helper accepts 16 MiB

@@ -42,9 +42,10 @@ class AttributionSettings(Section):
         60.0, gt=0, description="Longest wait between two List retries while the kubelet keeps failing (from 1 s)."
     )
     resources: list[Annotated[str, StringConstraints(min_length=1, max_length=MAX_PATTERN_CHARACTERS)]] = Field(
-        default_factory=lambda: ["nvidia.com/gpu", "nvidia.com/mig-*"],
+        default_factory=lambda: ["nvidia.com/gpu", "nvidia.com/gpu.shared", "nvidia.com/mig-*"],
         max_length=MAX_PATTERNS,
-        description="Resource names (fnmatch patterns) whose devices are GPUs or MIG instances.",
+        description="Resource names (fnmatch patterns) whose devices are GPUs or MIG instances; nvidia.com/gpu.shared "
+        "is the device plugin's name for a shared GPU under renameByDefault.",
     )
     dra_driver: ObjectNameOrEmpty = Field(
         "gpu.nvidia.com",

@@ -36,15 +36,12 @@ from typing import Iterable
 from watchdog.action.eligibility import refusal
 from watchdog.config.action import ActionPolicy
 from watchdog.controller.webhook import NODE_LABEL, AlertTarget
-from watchdog.model import REPORT_ONLY_KINDS, Decision, EvictionRequest, EvictionResult, PodInfo, PodRef
-
-GPU_RESOURCE = "nvidia.com/gpu"
-MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
-
+from watchdog.model import (REPORT_ONLY_KINDS, Decision, EvictionRequest, EvictionResult, PodInfo, PodRef,
+                            is_gpu_resource)
 
 def is_gpu_pod(pod: PodInfo) -> bool:
-    """True when the pod requests a whole GPU or a MIG instance (the NVIDIA device plugin's resources)."""
-    return any(r == GPU_RESOURCE or r.startswith(MIG_RESOURCE_PREFIX) for r in pod.gpu_resources)
+    """True when the pod requests a whole GPU (shared or not) or a MIG instance (the device plugin's resources)."""
+    return any(is_gpu_resource(r) for r in pod.gpu_resources)
 
 
 def holds_gpu(pod: PodInfo) -> bool:

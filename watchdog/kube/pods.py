@@ -41,7 +41,7 @@ from kubernetes.aio import client as k8s
 
 from watchdog.kube.client import KubeApi
 from watchdog.kube.errors import KubeError, KubeUnavailable, error_for_status, kube_errors, status_body, translate
-from watchdog.model import MIRROR_ANNOTATION, ContainerInfo, PodInfo
+from watchdog.model import MIRROR_ANNOTATION, ContainerInfo, PodInfo, is_gpu_resource
 
 log = logging.getLogger(__name__)
 
@@ -102,13 +102,13 @@ def _gpu_memory_bytes(containers: list[dict[str, Any]], resource: str | None) ->
 
 
 def _gpu_resources(containers: list[dict[str, Any]]) -> tuple[str, ...]:
-    """The NVIDIA device-plugin resources the pod asks for (nvidia.com/gpu, nvidia.com/mig-<profile>), sorted."""
+    """The NVIDIA device-plugin resources the pod asks for (nvidia.com/gpu, nvidia.com/gpu.shared,
+    nvidia.com/mig-<profile>), sorted."""
     names: set[str] = set()
     for container in containers:
         resources = container.get("resources") or {}
         for section in ("requests", "limits"):
-            names.update(name for name in (resources.get(section) or {})
-                         if name == "nvidia.com/gpu" or name.startswith("nvidia.com/mig-"))
+            names.update(name for name in (resources.get(section) or {}) if is_gpu_resource(name))
     return tuple(sorted(names))
 
 

@@ -15,8 +15,8 @@ from watchdog.model.actions import (ActionOutcome, ActionRecord, ActionReport, D
 from watchdog.model.claims import ClaimDevice, ClaimRef, ResourceSliceInfo, SliceDevice, SliceKey
 from watchdog.model.findings import (REPORT_ONLY_KINDS, Change, Finding, FindingChange, FindingKind, Severity,
                                      finding_changes, material)
-from watchdog.model.pods import (MIRROR_ANNOTATION, Attribution, ContainerInfo, DeviceAssignment, HostProcess, PodIndex,
-                                 PodInfo, PodRef)
+from watchdog.model.pods import (GPU_RESOURCES, MIG_RESOURCE_PREFIX, MIRROR_ANNOTATION, Attribution, ContainerInfo, DeviceAssignment, HostProcess, PodIndex,
+                                 PodInfo, PodRef, is_gpu_resource)
 from watchdog.model.samples import (EMPTY, NOT_ATTRIBUTABLE, PROCESS_MODES, GpuSample, MigSample, NodeSample,
                                      ProcessSample, Rejection, XidEvent)
 from watchdog.model.sharing import SHARING_STRATEGIES, DeviceSharing
@@ -24,6 +24,9 @@ from watchdog.model.usage import DeviceUsage, PodUsage
 from watchdog.model.tick import Snapshot, StageStatus, TickResult, XidKey
 
 __all__ = [
+    "GPU_RESOURCES",
+    "MIG_RESOURCE_PREFIX",
+    "is_gpu_resource",
     "DeviceSharing",
     "SHARING_STRATEGIES",
     "InstanceActivity",

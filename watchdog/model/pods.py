@@ -172,6 +172,17 @@ class PodIndex:
         return self if tenant_label == self.tenant_label else replace(self, tenant_label=tenant_label)
 
 
+GPU_RESOURCES = ("nvidia.com/gpu", "nvidia.com/gpu.shared")
+"""The NVIDIA device plugin's whole-GPU resources: a GPU, and a shared GPU renamed under ``renameByDefault``
+(k8s-device-plugin README, "Shared Access to GPUs"); MIG devices are ``nvidia.com/mig-<profile>[.shared]``."""
+MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
+
+
+def is_gpu_resource(name: str) -> bool:
+    """Whether an extended resource name is one of the device plugin's GPUs or MIG devices."""
+    return name in GPU_RESOURCES or name.startswith(MIG_RESOURCE_PREFIX)
+
+
 @dataclass(frozen=True, slots=True)
 class HostProcess:
     """A process NVML reports whose cgroup names no pod: a container started by hand (``docker run --gpus``), a host
