@@ -140,14 +140,18 @@ class Cycle:
             self.state.count_error("sampling", "still_running")
             self.state.stage_done("sampling", seconds=0.0, success=False, detail="previous NVML sample still running")
             return None
-        self._sampling = asyncio.ensure_future(self.to_thread(self.sampler.sample, tick))
-        try:
-            sample = await asyncio.wait_for(asyncio.shield(self._sampling), self.sample_timeout)
-        except asyncio.TimeoutError:
+        self._sampling = sampling = asyncio.ensure_future(self.to_thread(self.sampler.sample, tick))
+        # asyncio.wait, not wait_for(shield(…)): on Python 3.11 wait_for returns the result instead of raising when
+        # the cycle is cancelled at the moment the sample completes (CPython gh-86296, fixed in 3.12), and a stop
+        # request (SIGTERM, Ctrl-C) landing on a tick's end was then lost. wait never cancels the sample either.
+        done, _ = await asyncio.wait({sampling}, timeout=self.sample_timeout)
+        if not done:
             self.state.count_error("sampling", "timeout")
             self.state.stage_done("sampling", seconds=time.perf_counter() - started, success=False,
                                   detail=f"NVML sample took over {self.sample_timeout:g}s")
             return None
+        try:
+            sample = sampling.result()
         except Exception as exc:  # the sampler guards each device; this is the last fence
             log.exception("sampling failed at tick %d", tick)
             self.state.count_error("sampling", type(exc).__name__.lower())
