@@ -5,7 +5,8 @@
 #   device run: command="bash tools/gpu-check.sh", carry=[".whl"], timeout_s=560
 # What it leaves in $OUT (8 files at most come back):
 #   gpu-check.log      everything printed, nvidia-smi included
-#   probe-h200.json    `gpu-watchdog probe`: every NVML call the sampler makes, supported or not (commit as docs/)
+#   probe-h200.json    `gpu-watchdog probe --json`: every NVML call the sampler makes, supported or not (commit as
+#                      docs/); `gpu-watchdog probe` just before prints the table, prerequisites first, to gpu-check.log
 #   run-observe.log    60 s of `gpu-watchdog run --mode observe` (no Kubernetes)
 #   timeslice.jsonl.gz a 120-tick trace of 2 PyTorch loads time-slicing the GPU (serve, greedy from tick 30)
 #   loads.log          the loads' own per-second latency (the victim signal), time-sliced then under MPS
@@ -39,8 +40,8 @@ nvidia-smi --query-gpu=name,uuid,driver_version,mig.mode.current,pcie.link.gen.c
 nvidia-smi -L || true
 
 step "probe"
-timeout 120 "${GW[@]}" probe > "$OUT/probe-h200.json"; echo "probe exit $?"
-head -c 2000 "$OUT/probe-h200.json"; echo
+timeout 120 "${GW[@]}" probe; echo "probe exit $?"
+timeout 120 "${GW[@]}" probe --json > "$OUT/probe-h200.json"; echo "probe --json exit $?"
 
 cat > /tmp/gpu-check.yaml <<YAML
 node_name: gpu-check

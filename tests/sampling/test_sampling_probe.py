@@ -22,9 +22,14 @@ def test_probe_reports_every_call_per_gpu_and_mig_device(node: SimulatedGpuNode,
     json.dumps(report)  # JSON-able all the way down
     assert report["nvmlInit"]["supported"] and report["nvmlShutdown"]["supported"]
     assert report["nvmlSystemGetDriverVersion"]["value"] == node.scenario.driver_version
+    assert report["nvmlSystemGetNVMLVersion"]["value"] == f"13.{node.scenario.driver_version}"
     h100, _, a100 = report["gpus"]
     assert h100["uuid"] == node.gpu_uuids[0]
     assert h100["calls"]["nvmlDeviceGetMigMode"]["value"] == [1, 1]
+    assert h100["calls"]["nvmlDeviceGetPersistenceMode"]["value"] == pynvml.NVML_FEATURE_ENABLED
+    # the sampler's three process lists, on the GPU and on each MIG device
+    assert h100["calls"]["nvmlDeviceGetMPSComputeRunningProcesses"] == {"supported": True, "value": []}
+    assert "nvmlDeviceGetGraphicsRunningProcesses_v2" in h100["mig_devices"][0]["calls"]
     utilisation = h100["calls"]["nvmlDeviceGetUtilizationRates"]
     assert (utilisation["supported"], utilisation["error"]) == (False, "not_supported")
     assert h100["calls"]["nvmlDeviceGetMemoryInfo_v2"]["value"]["reserved"] > 0
@@ -70,7 +75,9 @@ def test_probe_tries_the_xid_watchers_event_registration(node: SimulatedGpuNode,
     # Per-instance events through a MIG handle are unsupported (nvml.h, nvmlEventSetWait_v2): the probe asks one MIG
     # handle.
     assert events["mig_device"]["nvmlDeviceGetSupportedEventTypes"]["error"] == "not_supported"
-    assert events["nvmlEventSetWait_v2"]["error"] == "timeout"  # a quiet node: the normal answer
+    # a quiet node: the normal answer, supported with no event (the timeout's name kept for earlier readers)
+    assert events["nvmlEventSetWait_v2"] == {"supported": True, "waited_ms": 5, "events": 0, "outcome": "no_event",
+                                             "error": "timeout", "detail": events["nvmlEventSetWait_v2"]["detail"]}
     assert node.nvml.calls["nvmlEventSetWait_v2"] == 1
 
 
@@ -89,6 +96,7 @@ def test_probe_records_event_failures_and_still_frees_the_set(node: SimulatedGpu
     assert third["nvmlDeviceRegisterEvents"]["error"] == "no_permission"
     assert events["registered_gpus"] == 1
     assert events["nvmlEventSetWait_v2"]["error"] == "gpu_is_lost"
+    assert not events["nvmlEventSetWait_v2"]["supported"] and events["nvmlEventSetWait_v2"]["outcome"] == "error"
     assert events["nvmlEventSetFree"]["supported"]
     assert node.nvml.calls["nvmlEventSetCreate"] == node.nvml.calls["nvmlEventSetFree"] == 1
 

@@ -5,7 +5,8 @@ GPM support, which error a MIG handle gives, process calls on MIG parents, event
 metrics a driver answers: the context-switch counters need NVML 12.9+). The probe runs each call once per GPU and
 per MIG device and reports "supported, with this value" or "failed, with this error", as JSON, so the first run on a
 real node settles those questions. It only reads: it never changes MIG mode, clocks, power limits or persistence (the
-event set it registers on is the probe's own and is freed, see probe_events).
+event set it registers on is the probe's own and is freed, see probe_events). The report is JSON (``--json``); the
+table a person reads first is probe_table's rendering of it.
 """
 
 from __future__ import annotations
@@ -20,15 +21,12 @@ from watchdog.sampling.call_guard import error_name, nvml_code
 from watchdog.sampling.gpm import DRAM_BW_UTIL, PCIE_RX_PER_SEC, PCIE_TX_PER_SEC, SM_OCCUPANCY, SM_UTIL
 from watchdog.sampling.inventory import text
 from watchdog.sampling.probe_events import probe_events
+from watchdog.sampling.probe_gpm import GR0_CTXSW, OTHER_ENGINES_CTXSW_ACTIVE_PCT, probe_gpm
+from watchdog.sampling.processes import PROCESS_LISTS
 
-
-# nvml.h (NVML 12.9+): graphics engine 0's five context-switch counters, NVML_GPM_METRIC_GR0_CTXSW_CYCLES_ELAPSED
-# (170) … _ACTIVE_PCT (174), of which the sampler reads ACTIVE_PCT and REQUESTS, asked on every GPM stream; and the
-# other engines' ACTIVE_PCT (GR1 179 … GR7 209) on the whole GPU, to show which engines a driver answers for.
-GR0_CTXSW = (170, 171, 172, 173, 174)
-OTHER_ENGINES_CTXSW_ACTIVE_PCT = tuple(range(179, 210, 5))
-_METRIC_PREFIX = "NVML_GPM_METRIC_"
-_NOT_ANSWERED = 0xFFFFFFFF
+# The process lists the sampler asks on every device, MIG handles included: each unversioned call (_v3 underneath)
+# and its _v2 fallback.
+_PROCESS_CALLS = tuple(name for lists in PROCESS_LISTS for name in (lists.call, lists.fallback))
 
 # (label, function, constant holding the argument, its value in nvml.h)
 _GPU_CALLS_WITH_ARGUMENT = (
@@ -94,6 +92,7 @@ def probe(
         return report
     try:
         record(report, "nvmlSystemGetDriverVersion", "nvmlSystemGetDriverVersion")
+        record(report, "nvmlSystemGetNVMLVersion", "nvmlSystemGetNVMLVersion")
         count = record(report, "nvmlDeviceGetCount", "nvmlDeviceGetCount") or 0
         gpm_streams: list[tuple[dict[str, Any], Callable[[Any], Any], tuple[int, ...]]] = []
         parents: list[tuple[int, Any]] = []
@@ -105,7 +104,7 @@ def probe(
             if handle is not None:
                 parents.append((index, handle))
                 mig_handle = _probe_gpu(record, nvml, gpu=gpu, handle=handle, gpm_streams=gpm_streams) or mig_handle
-        report["gpm"] = _probe_gpm(record, nvml, gpm_streams, sleep=sleep, interval=gpm_interval_seconds)
+        report["gpm"] = probe_gpm(record, nvml, gpm_streams, sleep=sleep, interval=gpm_interval_seconds)
         report["events"] = probe_events(
             nvml, record=record, parents=parents, mig_handle=mig_handle, wait_ms=event_wait_ms
         )
@@ -120,6 +119,7 @@ def _probe_gpu(record: _Recorder, nvml: ModuleType, *, gpu: dict, handle: Any, g
     for function in (
         "nvmlDeviceGetUUID",
         "nvmlDeviceGetName",
+        "nvmlDeviceGetPersistenceMode",
         "nvmlDeviceGetMigMode",
         "nvmlDeviceGetMaxMigDeviceCount",
         "nvmlDeviceGetUtilizationRates",
@@ -127,8 +127,9 @@ def _probe_gpu(record: _Recorder, nvml: ModuleType, *, gpu: dict, handle: Any, g
         "nvmlDeviceGetEnforcedPowerLimit",
         "nvmlDeviceGetCurrentClocksEventReasons",
         "nvmlDeviceGetCurrentClocksThrottleReasons",
-        "nvmlDeviceGetComputeRunningProcesses",
-        "nvmlDeviceGetComputeRunningProcesses_v2",
+        "nvmlDeviceGetCurrPcieLinkGeneration",
+        "nvmlDeviceGetCurrPcieLinkWidth",
+        *_PROCESS_CALLS,
         "nvmlDeviceGetSupportedEventTypes",
         "nvmlGpmQueryDeviceSupport",
         "nvmlDeviceGetMemoryInfo",
@@ -192,8 +193,7 @@ def _probe_mig(record: _Recorder, nvml: ModuleType, *, mig: dict, handle: Any) -
         "nvmlDeviceGetGpuInstanceId",
         "nvmlDeviceGetComputeInstanceId",
         "nvmlDeviceGetAttributes",
-        "nvmlDeviceGetComputeRunningProcesses",
-        "nvmlDeviceGetComputeRunningProcesses_v2",
+        *_PROCESS_CALLS,
         "nvmlDeviceGetMemoryInfo",
         "nvmlGpmQueryDeviceSupport",
     ):
@@ -203,96 +203,3 @@ def _probe_mig(record: _Recorder, nvml: ModuleType, *, mig: dict, handle: Any) -
 
 def _memory_v2(nvml: ModuleType) -> int:
     return getattr(nvml, "nvmlMemory_v2", 0x02000028)
-
-
-def _probe_gpm(
-    record: _Recorder, nvml: ModuleType, streams: list, *, sleep: Callable[[float], None], interval: float
-) -> dict:
-    """Two samples per stream ``interval`` apart (NVML needs > 100 ms), then one nvmlGpmMetricsGet each."""
-    summary: dict[str, Any] = {"streams": len(streams)}
-    taken: list[tuple[dict, Any, Any, tuple[int, ...], Callable]] = []
-    try:
-        for target, take, metrics in streams:
-            first = record(target.setdefault("gpm", {}), "nvmlGpmSampleAlloc", "nvmlGpmSampleAlloc")
-            second = record(target["gpm"], "nvmlGpmSampleAlloc", "nvmlGpmSampleAlloc")
-            if first is None or second is None:
-                continue
-            taken.append((target, first, second, metrics, take))
-            _take(target["gpm"], "first sample", nvml=nvml, take=take, sample=first)
-        if taken:
-            sleep(interval)
-        for target, first, second, metrics, take in taken:
-            if _take(target["gpm"], "second sample", nvml=nvml, take=take, sample=second):
-                target["gpm"]["metrics"] = _metrics(nvml, first=first, second=second, metrics=metrics)
-    finally:
-        for _target, first, second, _metrics_, _take_ in taken:
-            for sample in (first, second):
-                try:
-                    nvml.nvmlGpmSampleFree(sample)
-                except Exception:
-                    summary["free_errors"] = summary.get("free_errors", 0) + 1
-    return summary
-
-
-def _take(report: dict, label: str, *, nvml: ModuleType, take: Callable[[Any], Any], sample: Any) -> bool:
-    try:
-        take(sample)
-    except Exception as exc:
-        report[label] = {"supported": False, "error": error_name(nvml, exc), "detail": str(exc)}
-        return False
-    report[label] = {"supported": True}
-    return True
-
-
-def _metrics(nvml: ModuleType, *, first: Any, second: Any, metrics: tuple[int, ...]) -> dict[str, Any]:
-    """One nvmlGpmMetricsGet: per metric id, its name, whether the driver answered it (else the error) and the
-    value; and under ``context_switch`` the answer to each CTXSW metric by name (drivers before 12.9 refuse them)."""
-    request = nvml.c_nvmlGpmMetricsGet_t()
-    request.version = int(getattr(nvml, "NVML_GPM_METRICS_GET_VERSION", 1))
-    request.numMetrics = len(metrics)
-    request.sample1, request.sample2 = first, second
-    for position, metric in enumerate(metrics):
-        request.metrics[position].metricId = metric
-        request.metrics[position].nvmlReturn = _NOT_ANSWERED  # a slot the driver leaves alone is no success
-    try:
-        nvml.nvmlGpmMetricsGet(request)
-    except Exception as exc:
-        return {"supported": False, "error": error_name(nvml, exc)}
-    names = _metric_names(nvml)
-    result: dict[str, Any] = {}
-    context_switch: dict[str, str] = {}
-    for position, metric in enumerate(metrics):
-        slot = request.metrics[position]
-        code = int(slot.nvmlReturn)
-        name = names.get(metric, str(metric))
-        entry: dict[str, Any] = {"name": name, "supported": code == 0, "nvmlReturn": code, "value": float(slot.value)}
-        if code:
-            entry["error"] = _code_name(nvml, code)
-        result[str(metric)] = entry
-        if "_CTXSW_" in name:
-            context_switch[name] = "supported" if code == 0 else entry["error"]
-    report: dict[str, Any] = {"supported": True, "value": result}
-    if context_switch:
-        report["context_switch"] = context_switch
-    return report
-
-
-def _metric_names(nvml: ModuleType) -> dict[int, str]:
-    """GPM metric id → its nvml.h name without NVML_GPM_METRIC_ (GR0_CTXSW_REQUESTS …), from the module itself."""
-    names: dict[int, str] = {}
-    for attribute in sorted(dir(nvml)):
-        if attribute.startswith(_METRIC_PREFIX) and attribute != _METRIC_PREFIX + "MAX":
-            value = getattr(nvml, attribute)
-            if isinstance(value, int):
-                names.setdefault(value, attribute.removeprefix(_METRIC_PREFIX))
-    return names
-
-
-def _code_name(nvml: ModuleType, code: int) -> str:
-    """A slot's nvmlReturn as the probe names errors elsewhere (not_supported …)."""
-    if code == _NOT_ANSWERED:
-        return "not_answered"
-    try:
-        return error_name(nvml, nvml.NVMLError(code))
-    except Exception:  # a code pynvml has no class for
-        return f"nvml_error_{code}"

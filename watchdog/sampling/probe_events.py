@@ -7,6 +7,10 @@ goes through the watcher's own steps once: create a set, ask each parent which t
 watcher's mask (Xid | DBE | SBE | MIG config change, masked by what is supported, as k8s-device-plugin's
 health.go does), ask one MIG handle, wait once briefly and free the set. An event set is process-local NVML
 state: registering on it changes nothing on the GPU, so the probe stays read-only.
+
+A wait that times out is the normal answer on a quiet node, not a failure: it is recorded as supported with
+``"waited_ms": N, "events": 0, "outcome": "no_event"`` (its ``"error": "timeout"`` kept for older readers). Only an
+error from creating the set or registering a GPU says events are not supported.
 """
 
 from __future__ import annotations
@@ -54,5 +58,15 @@ def probe_events(
         report["mig_device"] = mig
     if event_set is not None:  # the recorder catches every error, so the set is always freed
         record(report, "nvmlEventSetWait_v2", "nvmlEventSetWait_v2", event_set, int(wait_ms))
+        report["nvmlEventSetWait_v2"].update(wait_outcome(report["nvmlEventSetWait_v2"], wait_ms=int(wait_ms)))
         record(report, "nvmlEventSetFree", "nvmlEventSetFree", event_set)
     return report
+
+
+def wait_outcome(answer: dict[str, Any], *, wait_ms: int) -> dict[str, Any]:
+    """The fields that say what one wait found: an event, none within ``wait_ms`` (Timeout), or an error."""
+    if answer.get("supported"):
+        return {"waited_ms": wait_ms, "events": 1, "outcome": "event"}
+    if answer.get("error") == "timeout":  # nvml.h, nvmlEventSetWait_v2: no event arrived within the timeout
+        return {"supported": True, "waited_ms": wait_ms, "events": 0, "outcome": "no_event"}
+    return {"outcome": "error"}

@@ -37,6 +37,13 @@ class DeviceCalls(NvmlBase):
     def nvmlSystemGetDriverVersion(self):
         return self._node.scenario.driver_version
 
+    @nvml_call
+    def nvmlSystemGetNVMLVersion(self):
+        # "<CUDA major>.<driver version>", e.g. 12.575.51.03; R580 is the first branch of CUDA 13.0.
+        driver = self._node.scenario.driver_version
+        branch = driver.split(".", 1)[0]
+        return f"{13 if branch.isdigit() and int(branch) >= 580 else 12}.{driver}"
+
     # ---------------------------------------------------------------------------------------- enumeration
 
     @nvml_call
@@ -80,6 +87,12 @@ class DeviceCalls(NvmlBase):
         if slot is None:
             return name
         return f"{name} MIG {self._node.layout(gpu).by_slot[slot].profile.name}"
+
+    @nvml_call
+    def nvmlDeviceGetPersistenceMode(self, handle):
+        gpu = self._parent(handle)  # a property of the physical GPU; MIG handles answer NotSupported
+        enabled = self._node.scenario.gpus[gpu].persistence_mode
+        return pynvml.NVML_FEATURE_ENABLED if enabled else pynvml.NVML_FEATURE_DISABLED
 
     @nvml_call
     def nvmlDeviceGetIndex(self, handle):
