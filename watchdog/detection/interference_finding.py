@@ -14,6 +14,8 @@ from watchdog.detection.domain_types import DomainKind
 from watchdog.detection.episodes import DomainState, PodState
 from watchdog.model import Attribution, Finding, FindingKind, PodRef, Severity
 
+Z_SCORE_CAP = 1e6  # evidence z_score is at most this; above it, z_score_capped says why (docs/detection.md)
+
 
 def interference_finding(
     state: DomainState,
@@ -48,7 +50,7 @@ def interference_finding(
     # every GI's share measured, the victim's idle SMs its damage) rest on direct NVML evidence.
     critical = domain.kind is not DomainKind.GPU_INSTANCE or overridden
     evidence: dict[str, float | int | str] = {
-        "z_score": round(min(worst.z_score, 1e6), 3),
+        "z_score": round(min(worst.z_score, Z_SCORE_CAP), 3),
         "deviation": round(worst.deviation, 4),
         "baseline_mean": round(worst.baseline.mean, 4),
         "baseline_std": round(worst.baseline.std, 4),
@@ -60,6 +62,10 @@ def interference_finding(
         "signal": "override" if overridden else worst.source,
         "victim": worst_key,
     }
+    if worst.z_score > Z_SCORE_CAP:
+        # A baseline without spread (σ = 0: the victim held one level exactly, as a simulated pod can) makes any
+        # drop infinitely many σ; z_score is capped so JSON can carry it, and this says it measures nothing.
+        evidence["z_score_capped"] = True
     if domain.activity.get(culprit_key) is not None:
         evidence["antagonist_use"] = round(float(domain.activity[culprit_key]), 4)
     if domain.kind is DomainKind.POWER:

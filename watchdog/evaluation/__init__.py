@@ -1,6 +1,7 @@
 """Offline evaluation: replay a recorded trace, run the labelled scenario suite, score detection against truth.
 
-Public API: ``replay(trace_path, *, policy) -> report dict`` (docs/report-format.md), ``run_scenario(scenario, *,
+Public API: ``replay(trace_path, *, policy=None) -> report dict`` (docs/report-format.md; None: the policy the
+trace recorded), ``run_scenario(scenario, *,
 policy)`` / ``simulate(scenario)`` (the real stages on the simulator, tick by tick), ``evaluate(paths) ->
 Evaluation`` and ``format_table(evaluation)`` (docs/evaluation.md). Nothing here talks to Kubernetes.
 """

@@ -19,6 +19,7 @@ from watchdog.config import DetectionPolicy, Policy
 from watchdog.config.loading import deep_merge, validate
 from watchdog.evaluation.matching import KINDS, KindScore, Scored, score
 from watchdog.evaluation.report import ReportBuilder
+from watchdog.evaluation.report_text import plural
 from watchdog.evaluation.scenario_run import run_scenario
 from watchdog.evaluation.truth import Truth, parse_truth
 from watchdog.model import Severity
@@ -184,6 +185,16 @@ def _cell(value: float | None, fmt: str = "{:.2f}") -> str:
     return "—" if value is None else fmt.format(value)
 
 
+LEGEND = (
+    "rec.ticks, rec.t.min: recall by ticks, median and worst entry (share of its window with an actionable finding)",
+    "lat.med, lat.max: ticks from onset to the first report, median and max; hyst.: the configured hysteresis "
+    "(the least latency possible); med-hyst: median latency minus it",
+    "prec.ticks: precision by ticks (finding ticks inside a matched window); ovh.med, ovh.max: ticks a true "
+    "episode outlived its offset + slack; dup.: duplicate episodes per entry; —: nothing to measure",
+)
+"""Printed under the table: what each abbreviated column means (docs/evaluation.md, "Scores", says it in full)."""
+
+
 def format_table(evaluation: Evaluation) -> str:
     """The per-kind table, then per-scenario problems (false positives, misses, overhang, flapping, evictions)."""
     header = f"{'kind':<18}{'findings':>9}{'truths':>7}{'precision':>10}{'recall':>7}{'rec.ticks':>10}{'rec.t.min':>10}"
@@ -200,13 +211,14 @@ def format_table(evaluation: Evaluation) -> str:
             f"{_cell(k.precision_ticks):>11}{_cell(k.overhang_median, '{:g}'):>8}"
             f"{_cell(k.overhang_max, '{:d}'):>8}{k.duplicates:>5}"
         )
+    lines.extend(["", *LEGEND])
     benign = [s for s in evaluation.scenarios if s.benign]
     lines.append("")
     lines.append(f"scenarios: {len(evaluation.scenarios)}; benign (no interference labelled): {len(benign)}; "
                  f"interference findings on benign scenarios: {evaluation.benign_interference_findings}")
     for result in evaluation.scenarios:
         problems = _problems(result)
-        status = "ok" if not problems else f"{len(problems)} problem(s)"
+        status = "ok" if not problems else plural(len(problems), "problem")
         lines.append(f"  {result.name:<34} {status}")
         lines.extend(f"      {problem}" for problem in problems)
     return "\n".join(lines)
@@ -217,9 +229,9 @@ def _problems(result: ScenarioResult) -> list[str]:
     problems = [f"false positive {f['kind']} {f['key']} ticks {f['reported_tick']}–{f['last_tick']}"
                 for f in scored.false_positives]
     problems += [f"missed {kind} {entry.model_dump(exclude_defaults=True)}" for kind, entry in scored.misses]
-    problems += [f"overhang {f['kind']} {f['key']}: {ticks} tick(s) past offset + slack (last tick {f['last_tick']})"
-                 for f, ticks in scored.overhanging]
-    problems += [f"flapping {kind}: {episodes} episodes for {entry.model_dump(exclude_defaults=True)}"
+    problems += [f"overhang {f['kind']} {f['key']}: {plural(ticks, 'tick')} past offset + slack "
+                 f"(last tick {f['last_tick']})" for f, ticks in scored.overhanging]
+    problems += [f"flapping {kind}: {plural(episodes, 'episode')} for {entry.model_dump(exclude_defaults=True)}"
                  for kind, entry, episodes in scored.flapping]
     if result.evictions_ok is False:
         expected = sorted(result.truth.expect_evictions or ())

@@ -32,7 +32,8 @@ class Progress:
         text = f"{self.label}: {self.done}"
         if self.total:
             text += f"/{self.total}"
-        text += f" {self.unit}, {rate:.0f} {self.unit}/s"
+        one = self.done == 1 and not self.total  # "1 tick", but "1/100 ticks"
+        text += f" {self.unit.removesuffix('s') if one else self.unit}, {rate:.0f} {self.unit}/s"
         if self.total and rate > 0:
             text += f", ETA {max(0.0, (self.total - self.done) / rate):.0f} s"
         elif self.fraction:

@@ -2,7 +2,8 @@
 
 This is how a finding (or a missed one) is explained after the fact, and how a policy change is tried before it is
 rolled out: the same trace with two policies gives two reports to compare. Nothing here talks to Kubernetes; the
-only inputs are the trace and the policy, so the same pair always gives the same report.
+only inputs are the trace and the policy (by default the one the trace recorded), so the same pair always gives
+the same report.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from watchdog.config import Policy
+from watchdog.evaluation.replay_policy import DEFAULTS, FROM_TRACE, recorded_policy
 from watchdog.evaluation.report import ReportBuilder
 from watchdog.evaluation.stages import OfflineAgent, StepResult
 from watchdog.model.plausibility import PlausibilityGate
@@ -31,15 +33,22 @@ def trace_files(path: str | Path) -> list[Path]:
 
 
 def replay(
-    trace_path: str | Path, *, policy: Policy, own_namespace: str | None = "gpu-watchdog",
-    tenant_label: str | None = None, on_step: Callable[[StepResult], None] | None = None,
-    on_bytes: Callable[[int, int], None] | None = None,
+    trace_path: str | Path, *, policy: Policy | None = None, policy_source: str = "given",
+    own_namespace: str | None = "gpu-watchdog", tenant_label: str | None = None,
+    on_step: Callable[[StepResult], None] | None = None, on_bytes: Callable[[int, int], None] | None = None,
 ) -> dict[str, Any]:
-    """The report (docs/report-format.md) of ``policy`` applied to every tick of the trace at ``trace_path`` — a
+    """The report (docs/report-format.md) of a policy applied to every tick of the trace at ``trace_path`` — a
     file, or a directory of segments replayed in order through one offline agent. ``on_step`` sees every tick's
     result (progress, plots); ``on_bytes`` is told (bytes read so far, bytes in all) after every tick (an ETA).
 
-    Raises ``TraceError`` ("FILE:LINE: field: reason") at the first invalid line, ``OSError`` if unreadable.
+    ``policy`` None applies the trace's own: the policy its header records (``policy_source`` "trace"), or the
+    defaults when it records none ("defaults"). A directory whose segments record different policies (a reload
+    began a new segment) switches at each such segment's first tick, as the agent switched on the reload: learned
+    baselines, cooldowns and spent tokens kept; the report lists the switches under ``policy_changes``. A ``policy``
+    given applies to every tick; ``policy_source`` names it in the report.
+
+    Raises ``TraceError`` ("FILE:LINE: field: reason") at the first invalid line, ``ConfigError`` for a recorded
+    policy that does not validate, ``OSError`` if unreadable.
     """
     gate = PlausibilityGate()  # one quarantine across a directory's segments, as one agent kept it
     traces = [read_trace(path, gate=gate) for path in trace_files(trace_path)]
@@ -52,12 +61,21 @@ def replay(
         "agent_version": header.agent_version,
         "source": header.source,
     }
+    # Checked before the first tick: a segment's bad policy fails the replay now, not an hour into it.
+    recorded = [recorded_policy(trace) for trace in traces] if policy is None else [None] * len(traces)
+    if policy is None:
+        policy, policy_source = (recorded[0], FROM_TRACE) if recorded[0] is not None else (Policy(), DEFAULTS)
     agent = OfflineAgent(policy, own_namespace=own_namespace, tenant_label=tenant_label,
                          tick_seconds=header.tick_seconds)
-    builder = ReportBuilder(source=source, mode=policy.action.mode.value)
+    builder = ReportBuilder(source=source, mode=policy.action.mode.value, policy_source=policy_source)
     total, done = sum(trace.path.stat().st_size for trace in traces), 0
-    for trace in traces:
+    for trace, own in zip(traces, recorded):
+        switch = own is not None and own != agent.policy
         for record in trace:
+            if switch:
+                agent.set_policy(own, tick=record.tick)
+                builder.policy_changed(tick=record.tick, path=str(trace.path))
+                switch = False
             step = agent.step(record.sample, record.attribution, record.external_signals,
                               borrowed_activity=record.borrowed_activity)
             builder.add(step)

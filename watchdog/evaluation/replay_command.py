@@ -11,9 +11,10 @@ import json
 from pathlib import Path
 from typing import Any, TextIO
 
-from watchdog.config import ConfigError, Policy, load_policy
+from watchdog.config import ConfigError
 from watchdog.evaluation.progress import Progress
 from watchdog.evaluation.replay_jobs import ReplayJob, ReplayResult, run_jobs
+from watchdog.evaluation.replay_policy import label, load_policy_file, stderr_line
 from watchdog.evaluation.report_text import compare, format_compare, format_text
 from watchdog.trace import TraceError
 
@@ -27,10 +28,11 @@ def replay_command(args: Any, *, stdout: TextIO, stderr: TextIO) -> int:
     progress = Progress("replay", unit="traces" if parallel else "ticks", stream=stderr,
                         total=len(args.trace) if parallel else None)
     try:
-        policy = load_policy(args.policy) if args.policy else Policy()
-        other = load_policy(args.compare) if args.compare else None
-        jobs = [ReplayJob(Path(path), policy, other, own_namespace=args.namespace, tenant_label=args.tenant_label)
-                for path in args.trace]
+        # No --policy: each trace's own (replay_policy). A file may be a policy or a scenario (its policy: section).
+        policy, source = load_policy_file(args.policy) if args.policy else (None, "given")
+        other, other_source = load_policy_file(args.compare) if args.compare else (None, "given")
+        jobs = [ReplayJob(Path(path), policy, other, own_namespace=args.namespace, tenant_label=args.tenant_label,
+                          policy_source=source, compare_source=other_source) for path in args.trace]
         timeline = None
         if args.plot:
             from watchdog.evaluation.plot import TimelineRecorder
@@ -59,17 +61,19 @@ def replay_command(args: Any, *, stdout: TextIO, stderr: TextIO) -> int:
         progress.close()
         print(f"gpu-watchdog replay: cannot read {exc.filename}: {exc.strerror}", file=stderr)
         return 2
-    print(_render(results, text=text, name_a=args.policy or "(default policy)", name_b=args.compare), file=stdout)
+    for result in results:  # which policy each report applied: the trace's, a file's, or the defaults
+        print(f"gpu-watchdog replay: {stderr_line(result.report)}", file=stderr)
+    print(_render(results, text=text), file=stdout)
     return 0
 
 
-def _render(results: list[ReplayResult], *, text: bool, name_a: str, name_b: str | None) -> str:
-    if name_b is not None:
+def _render(results: list[ReplayResult], *, text: bool) -> str:
+    if any(result.compared is not None for result in results):
         diffs = [compare(result.report, result.compared) for result in results]
         if text:
-            return "\n\n".join(f"{result.report['trace']['path']}\n" + format_compare(diff, name_a=name_a,
-                                                                                       name_b=name_b)
-                               for result, diff in zip(results, diffs))
+            return "\n\n".join(f"{result.report['trace']['path']}\n" + format_compare(
+                diff, name_a=label(result.report["policy_source"]), name_b=label(result.compared["policy_source"]))
+                for result, diff in zip(results, diffs))
         out: list[Any] = [{"a": r.report, "b": r.compared, "diff": d} for r, d in zip(results, diffs)]
     else:
         if text:

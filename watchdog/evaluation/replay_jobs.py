@@ -20,10 +20,12 @@ from watchdog.evaluation.stages import StepResult
 @dataclass(frozen=True, slots=True)
 class ReplayJob:
     path: Path
-    policy: Policy
+    policy: Policy | None  # None: the policy the trace records (replay.replay)
     compare: Policy | None = None  # a second policy: the same trace replayed again under it
     own_namespace: str | None = "gpu-watchdog"
     tenant_label: str | None = None
+    policy_source: str = "given"  # how the reports name policy and compare (replay_policy)
+    compare_source: str = "given"
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,11 +36,12 @@ class ReplayResult:
 
 def run_job(job: ReplayJob, on_step: Callable[[StepResult], None] | None = None,
             on_bytes: Callable[[int, int], None] | None = None) -> ReplayResult:
-    def under(policy: Policy) -> dict[str, Any]:
-        return replay(job.path, policy=policy, own_namespace=job.own_namespace, tenant_label=job.tenant_label,
-                      on_step=on_step, on_bytes=on_bytes)
+    def under(policy: Policy | None, source: str) -> dict[str, Any]:
+        return replay(job.path, policy=policy, policy_source=source, own_namespace=job.own_namespace,
+                      tenant_label=job.tenant_label, on_step=on_step, on_bytes=on_bytes)
 
-    return ReplayResult(under(job.policy), under(job.compare) if job.compare is not None else None)
+    report = under(job.policy, job.policy_source)  # A first: a plot draws the first replay of the trace
+    return ReplayResult(report, under(job.compare, job.compare_source) if job.compare is not None else None)
 
 
 def run_jobs(jobs: list[ReplayJob], *, workers: int = 1, on_step: Callable[[StepResult], None] | None = None,

@@ -95,8 +95,10 @@ def _protects(decision: Decision) -> list[dict[str, Any]]:
 class ReportBuilder:
     """Accumulates :class:`StepResult` ticks into a report dict."""
 
-    def __init__(self, *, source: dict[str, Any], mode: str) -> None:
+    def __init__(self, *, source: dict[str, Any], mode: str, policy_source: str | None = None) -> None:
         self._source, self._mode = source, mode
+        self._policy_source = policy_source  # None: not said (the evaluation's reports)
+        self._policy_changes: list[dict[str, Any]] = []
         self._ticks = 0
         self._first_tick: int | None = None
         self._last_tick: int | None = None
@@ -105,6 +107,10 @@ class ReportBuilder:
         self._evictions: list[dict[str, Any]] = []
         self._rejected: Counter[str] = Counter()
         self._quarantined_ticks = 0
+
+    def policy_changed(self, *, tick: int, path: str) -> None:
+        """From ``tick`` on, the ticks are replayed under the policy recorded in the segment ``path``."""
+        self._policy_changes.append({"tick": tick, "path": path})
 
     def add(self, step: StepResult) -> None:
         tick = step.sample.tick
@@ -151,11 +157,15 @@ class ReportBuilder:
 
     def finish(self) -> dict[str, Any]:
         findings = sorted(self._episodes.values(), key=lambda e: (e.reported_tick, e.last.key))
+        said = {} if self._policy_source is None else {"policy_source": self._policy_source}
+        if self._policy_changes:
+            said["policy_changes"] = self._policy_changes
         return {
             "format": REPORT_FORMAT,
             "version": REPORT_VERSION,
             "trace": self._source,
             "mode": self._mode,
+            **said,
             "ticks": self._ticks,
             "first_tick": self._first_tick,
             "last_tick": self._last_tick,

@@ -51,11 +51,21 @@ class OfflineAgent:
     def __init__(self, policy: Policy, *, own_namespace: str | None = None, tenant_label: str | None = None,
                  tick_seconds: float = 1.0) -> None:
         self.policy = policy
-        self.action_policy = effective_policy(policy.action, own_namespace=own_namespace, tenant_label=tenant_label)
+        self._overlay = {"own_namespace": own_namespace, "tenant_label": tenant_label}
+        self.action_policy = effective_policy(policy.action, **self._overlay)
         self.mode = self.action_policy.mode
         self._detector = Detector(policy.detection)
         self._planner = OfflinePlanner(self.action_policy, tick_seconds=tick_seconds)
         self.failures: Counter[str] = Counter()  # finding sources (or "plan") that raised, by name
+
+    def set_policy(self, policy: Policy, *, tick: int) -> None:
+        """Apply ``policy`` from ``tick`` on, as the agent applies a reload: learned baselines, open episodes,
+        cooldowns and spent tokens are kept."""
+        self.policy = policy
+        self.action_policy = effective_policy(policy.action, **self._overlay)
+        self.mode = self.action_policy.mode
+        self._detector.set_policy(policy.detection)
+        self._planner.set_policy(self.action_policy, now=tick * self._planner.tick_seconds)
 
     def step(
         self,

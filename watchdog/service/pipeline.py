@@ -10,9 +10,10 @@ mechanism.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Protocol
+from typing import Any, Iterable, Mapping, Protocol, runtime_checkable
 
 from watchdog.config.action import ActionPolicy
+from watchdog.config.runtime import RuntimePolicy
 from watchdog.model import ActionReport, Attribution, Decision, Finding, InstanceActivity, NodeSample, TickResult
 
 
@@ -64,6 +65,14 @@ class TickSink(Protocol):
     stage: str
 
     def tick_done(self, result: TickResult) -> None: ...
+
+
+@runtime_checkable
+class PolicyRecordingSink(Protocol):
+    """A TickSink that records the policy in force (``trace.TraceRecorder``, ``trace.flight.FlightRecorder``): the
+    agent hands it every load, the first one included, as it hands every other consumer of the runtime policy."""
+
+    def apply_runtime(self, runtime: RuntimePolicy) -> None: ...
 
 
 class VictimSignalSource(Protocol):

@@ -73,6 +73,11 @@ class OfflinePlanner:
         self.tick_seconds = tick_seconds
         self.pacer = Pacer(policy)
 
+    def set_policy(self, policy: ActionPolicy, *, now: float) -> None:
+        """A policy reloaded mid-run, as ``ActionStage.set_policy`` applies it: cooldowns and spent tokens kept."""
+        self.policy = policy
+        self.pacer.set_policy(policy, now=now)
+
     def plan(
         self, findings: Iterable[Finding], attribution: Attribution, *, tick: int | None = None
     ) -> tuple[list[Decision], float]:

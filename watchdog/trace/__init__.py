@@ -17,6 +17,7 @@ from watchdog.trace.io import (
     TraceHeader,
     TraceRecord,
     TraceWriter,
+    policy_json,
     read_trace,
     schema,
 )
@@ -36,6 +37,7 @@ __all__ = [
     "decode_tick_signals",
     "decode_tick_activity",
     "encode_tick",
+    "policy_json",
     "read_trace",
     "schema",
 ]

@@ -7,18 +7,22 @@ retried on the next tick in a fresh segment; nothing it holds grows without boun
 time, and the oldest are deleted first, past ``max_bytes`` or ``max_age_seconds``.
 
 A segment is a complete trace (its own header, a full attribution on its first line), named by the timestamp of
-its first tick in milliseconds so that names sort in time order. A crash leaves the last segment without its gzip
-trailer or with a torn line; the reader keeps what came before (watchdog.trace.io).
+its first tick in milliseconds so that names sort in time order. Its header names the policy in force, so a
+reloaded policy ends the segment under way: the next tick begins a new one whose header names the new policy, and
+every segment is replayed under the one policy its ticks ran under. A crash leaves the last segment without its
+gzip trailer or with a torn line; the reader keeps what came before (watchdog.trace.io).
 """
 
 from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Any
 
 from watchdog.config.flight_recorder import FlightRecorderSettings
+from watchdog.config.runtime import RuntimePolicy
 from watchdog.model import TickResult
-from watchdog.trace.io import TraceHeader, TraceWriter
+from watchdog.trace.io import TraceHeader, TraceWriter, policy_json
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +66,13 @@ class FlightRecorder:
         self.dropped = 0  # ticks not recorded because of a disk error
         self.deleted = 0  # segments deleted by rotation
         self._failing = False
+        self._policy: dict[str, Any] | None = None  # policy_json of the policy in force; None: never told one
+
+    def apply_runtime(self, runtime: RuntimePolicy) -> None:
+        """A policy load (the first one included): a changed policy ends the current segment at the next tick."""
+        policy = policy_json(runtime.policy)
+        if policy != self._policy:
+            self._policy = policy
 
     def counters(self) -> dict[str, int]:
         """bytes_written, ticks_written, dropped, deleted and segments (on disk now) for the metrics."""
@@ -104,6 +115,9 @@ class FlightRecorder:
             # lost with it, so begin a new segment where the operator will look.
             log.warning("flight recorder: %s was deleted; beginning a new segment", self._path)
             self._abandon()
+        if self._writer is not None and self._writer.header.policy is not self._policy:
+            log.info("flight recorder: the policy changed; beginning a new segment")
+            self.close()
         if self._writer is not None and (self._size() >= settings.segment_bytes
                                          or now - self._started >= settings.segment_seconds):
             self.close()
@@ -111,7 +125,8 @@ class FlightRecorder:
             self.directory.mkdir(parents=True, exist_ok=True)  # again after the directory was deleted
             self._path = self.directory / segment_name(now, compress=settings.compress)
             self._started = now
-            header = TraceHeader(node=node, tick_seconds=self.tick_seconds, started=now, source=self.source)
+            header = TraceHeader(node=node, tick_seconds=self.tick_seconds, started=now, source=self.source,
+                                 policy=self._policy)
             try:
                 self._writer = TraceWriter(self._path, header=header)
             except OSError:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import IO, Any, Iterator, Mapping
 
 from watchdog import __version__
+from watchdog.config.policy import Policy
 from watchdog.model import Attribution, InstanceActivity, NodeSample
 from watchdog.model.plausibility import PlausibilityGate
 from watchdog.trace.codec import (decode_attribution, decode_tick, decode_tick_activity, decode_tick_signals,
@@ -29,7 +30,7 @@ from watchdog.trace.compact import compact_attribution, compact_sample
 from watchdog.trace.parsing import TraceError, check, load_line, parse, schema
 
 __all__ = ["TRACE_FORMAT", "TRACE_VERSION", "READ_VERSIONS", "Trace", "TraceError", "TraceHeader", "TraceRecord",
-           "TraceWriter", "read_trace", "schema", "open_text"]
+           "TraceWriter", "policy_json", "read_trace", "schema", "open_text"]
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +51,12 @@ def open_text(path: str | Path, mode: str) -> IO[Any]:
     return open(path, mode, encoding="utf-8")
 
 
+def policy_json(policy: Policy) -> dict[str, Any]:
+    """A policy as a header records it: every field, in the shape of a policy file, so that a replay applies the
+    values the agent applied even after a later version changed a default."""
+    return policy.model_dump(mode="json")
+
+
 @dataclass(frozen=True, slots=True)
 class TraceHeader:
     node: str
@@ -58,12 +65,17 @@ class TraceHeader:
     agent_version: str = __version__
     source: str | None = None
     version: int = TRACE_VERSION
+    # The policy in force when the trace (or segment) began, as policy_json wrote it; None: not recorded. Kept as
+    # JSON here and validated by the replay that applies it, so a reader given --policy never depends on it.
+    policy: Mapping[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"format": TRACE_FORMAT, "version": self.version, "node": self.node}
         out.update(tick_seconds=self.tick_seconds, started=self.started, agent_version=self.agent_version)
         if self.source is not None:
             out["source"] = self.source
+        if self.policy is not None:
+            out["policy"] = dict(self.policy)
         return out
 
 
@@ -194,7 +206,7 @@ class Trace:
             raise TraceError(path=name, line=1, field="version", reason=reason)
         check(data, "header", path=name, line=1)
         fields = {key: data[key] for key in ("node", "tick_seconds", "started", "agent_version")}
-        return TraceHeader(**fields, source=data.get("source"), version=data["version"])
+        return TraceHeader(**fields, source=data.get("source"), version=data["version"], policy=data.get("policy"))
 
     def _lines(self) -> Iterator[tuple[int, bytes]]:
         """(line number, raw line) after the header. A gzip stream cut short (a crash before the writer closed
