@@ -59,17 +59,45 @@ async def test_before_the_first_tick_the_lists_are_empty(drive):
     driver = await drive(SCENARIOS / "demo.yaml", events=False)
     _, findings = await get(driver.agent.port, "/api/v1/findings")
     _, decisions = await get(driver.agent.port, "/api/v1/decisions")
-    assert findings["items"] == [] and decisions["items"] == []
+    _, devices = await get(driver.agent.port, "/api/v1/devices")
+    assert findings["items"] == [] and decisions["items"] == [] and devices["items"] == []
+    assert devices["tick"] is None and devices["kind"] == "DeviceList"
+
+
+async def test_devices_of_the_demo_with_their_holders_and_processes(drive):
+    driver = await drive(SCENARIOS / "demo.yaml", events=False)
+    await driver.ticks(31)
+    await driver.caught_up()  # scavenger-0, started at tick 30, is in the pod cache
+    snapshot = await driver.ticks(3)
+    status, devices = await get(driver.agent.port, "/api/v1/devices")
+    assert status == 200 and devices["node"] == "sim-node-1" and devices["driverVersion"] == "580.82.07"
+    assert devices["tick"] == snapshot.sample.tick
+    items = devices["items"]
+    assert [(item["gpu"], item["profile"]) for item in items] == [
+        (0, "3g.40gb"), (0, "1g.10gb"), (0, "2g.20gb"), (0, "1g.10gb"), (1, "4g.40gb"), (1, "2g.20gb"),
+        (1, "1g.10gb"), (2, "")]
+    assert {item["uuid"] for item in items[:7]} == {mig.uuid for gpu in snapshot.sample.gpus for mig in gpu.instances}
+    whole = items[7]
+    assert (whole["mig"], whole["gpuInstance"], whole["uuid"]) == (False, None, whole["gpuUuid"])
+    assert sorted(h["name"] for h in whole["holders"]) == ["dash-1", "notebook-3", "train-big"]
+    assert sorted(p["pod"]["name"] for p in whole["processes"]) == ["dash-1", "notebook-3", "train-big"]
+    ranker = items[5]  # batch/scavenger-0 runs on ml-prod/ranker-1's instance without having been given it
+    assert [h["name"] for h in ranker["holders"]] == ["ranker-1"]
+    assert sorted(p["pod"]["name"] for p in ranker["processes"]) == ["ranker-1", "scavenger-0"]
+    assert all(p["usedMemoryBytes"] > 0 and p["mode"] == "compute" for p in ranker["processes"])
+    assert sum(p["usedMemoryBytes"] for p in ranker["processes"]) <= ranker["memoryUsedBytes"]
 
 
 def test_the_documented_examples_follow_the_schema():
     doc = (Path(__file__).resolve().parents[2] / "docs" / "api.md").read_text()
     blocks = [json.loads(block) for block in doc.split("```json\n")[1:] for block in [block.split("```")[0]]]
-    finding, decision = blocks
+    finding, decision, device = blocks
     jsonschema.validate({"apiVersion": "gpu-watchdog.io/v1", "kind": "FindingList", "node": "n", "mode": "dry-run",
                          "tick": 69, "timestamp": 1.0, "items": [finding]}, SCHEMA)
     jsonschema.validate({"apiVersion": "gpu-watchdog.io/v1", "kind": "DecisionList", "node": "n",
                          "items": [decision]}, SCHEMA)
+    jsonschema.validate({"apiVersion": "gpu-watchdog.io/v1", "kind": "DeviceList", "node": "n", "tick": 69,
+                         "timestamp": 1.0, "driverVersion": "580.82.07", "items": [device]}, SCHEMA)
 
 
 def test_non_finite_evidence_stays_valid_json():

@@ -1,11 +1,14 @@
 """`gpu-watchdog explain NAMESPACE/POD`: why gpu-watchdog flagged, spared or evicted one pod, in words.
 
 A tenant whose pod disappeared asks one question, and the answer is spread over four places: the pod itself (its
-node, priority, GPU requests), the agent of that node (the findings naming the pod and every decision about it, on
-its JSON API, docs/api.md), the devices the agent attributes to the pod (its /metrics series) and the pod's Events
-(what the agent told the cluster). This module gathers them — the cluster through ``watchdog.kube`` with the user's
-kubeconfig, as kubectl does; the agent over plain HTTP — and words them. It only reads. An agent it cannot reach
-costs the agent's part of the answer, said in the output, never the rest.
+node, priority, GPU requests), the agent of that node (the findings naming the pod, every decision about it and the
+devices it uses, on its JSON API, docs/api.md) and the pod's Events (what the agent told the cluster). This module
+gathers them — the cluster through ``watchdog.kube`` with the user's kubeconfig, as kubectl does; the agent over
+plain HTTP, found as its DaemonSet's pod on the pod's node (answers.agents) — and words them. It only reads. An
+agent it cannot reach costs the agent's part of the answer, said in the output, never the rest.
+
+Every time is printed as RFC 3339 in UTC to the second (``2026-05-01T12:00:00Z``), the form the API server writes
+Events in, so the agent's times and the cluster's sort and compare as one time line.
 """
 
 from __future__ import annotations
@@ -17,13 +20,11 @@ from typing import Any
 
 import aiohttp
 
+from watchdog.answers.agents import AGENT_NAMESPACE, find_agents, not_found_message
 from watchdog.kube import KubeApi, KubeError
 
-AGENT_SELECTOR = "app.kubernetes.io/name=gpu-watchdog"
-"""Label of the agent DaemonSet's pods (deploy/daemonset.yaml)."""
-DEVICE_FAMILIES = ("gpu_watchdog_mig_memory_used_bytes", "gpu_watchdog_pod_gpu_memory_used_bytes")
-_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
 _GPU_RESOURCE = re.compile(r"^(nvidia\.com/|gpu-watchdog\.io/)")
+GIB = 2**30
 
 
 @dataclass
@@ -39,61 +40,79 @@ class Explanation:
     gpu_requests: dict[str, str] = field(default_factory=dict)
     agent: str = ""
     agent_error: str = ""
-    devices: list[dict[str, str]] = field(default_factory=list)
+    devices: list[dict[str, Any]] = field(default_factory=list)
     findings: list[dict[str, Any]] = field(default_factory=list)
     decisions: list[dict[str, Any]] = field(default_factory=list)
     events: list[dict[str, str]] = field(default_factory=list)
 
 
-def device_series(metrics_text: str, *, namespace: str | None = None,
-                  name: str | None = None) -> list[dict[str, str]]:
-    """Labels and value of the per-device memory series of pods (of one pod when named): one per GPU or MIG
-    instance a pod uses, from the agent's /metrics text (0.0.4)."""
+def rfc3339(moment: float | str | None) -> str:
+    """Unix seconds or an RFC 3339 text (any zone, any fraction) as ``YYYY-MM-DDTHH:MM:SSZ``; text that is not a
+    time is returned as it is, and nothing as ""."""
+    if moment is None or moment == "":
+        return ""
+    if isinstance(moment, (int, float)):
+        when = datetime.fromtimestamp(moment, tz=timezone.utc)
+    else:
+        try:
+            when = datetime.fromisoformat(moment.replace("Z", "+00:00"))
+        except ValueError:
+            return moment
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=timezone.utc)
+    return when.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _named(pod: dict[str, Any] | None, namespace: str, name: str) -> bool:
+    return pod is not None and (pod.get("namespace"), pod.get("name")) == (namespace, name)
+
+
+def pod_devices(items: list[dict[str, Any]], *, namespace: str, name: str) -> list[dict[str, Any]]:
+    """The devices of a DeviceList the pod holds or runs processes on, one entry per device (a MIG device is one
+    device, whatever series or lists name it)."""
     found = []
-    for line in metrics_text.splitlines():
-        family = line.split("{", 1)[0]
-        if family not in DEVICE_FAMILIES:
+    for item in items:
+        holders = item.get("holders") or []
+        mine = [p for p in item.get("processes") or () if _named(p.get("pod"), namespace, name)]
+        assigned = any(_named(holder, namespace, name) for holder in holders)
+        if not assigned and not mine:
             continue
-        labels_text, _, value = line.partition("{")[2].rpartition("}")
-        labels = dict(_LABEL.findall(labels_text))
-        if not labels.get("pod") or namespace not in (None, labels.get("namespace")) or name not in (None,
-                                                                                                 labels["pod"]):
-            continue
-        found.append({**labels, "memory_used_bytes": value.strip().split()[0]})
+        found.append({
+            "gpu": item["gpu"], "gpuUuid": item["gpuUuid"], "uuid": item["uuid"], "profile": item["profile"],
+            "gpuInstance": item["gpuInstance"], "memoryUsedBytes": item["memoryUsedBytes"], "assigned": assigned,
+            "otherHolders": [f"{h['namespace']}/{h['name']}" for h in holders if not _named(h, namespace, name)],
+            "processes": len(mine), "processMemoryBytes": sum(p.get("usedMemoryBytes") or 0 for p in mine),
+        })
     return found
 
 
-async def _agent_url(api: KubeApi, *, node: str, agent_namespace: str, agent_port: int) -> str:
-    """http://<agent pod IP>:<port> of the agent DaemonSet's pod on ``node``."""
-    listing = await api.request_json("GET", f"/api/v1/namespaces/{agent_namespace}/pods", query={
-        "labelSelector": AGENT_SELECTOR, "fieldSelector": f"spec.nodeName={node}"})
-    for item in listing.get("items") or []:
-        ip = (item.get("status") or {}).get("podIP")
-        if ip:
-            return f"http://{ip}:{agent_port}"
-    raise LookupError(f"no running gpu-watchdog agent pod on node {node} in namespace {agent_namespace} "
-                      f"(label {AGENT_SELECTOR}); pass --agent-url")
+async def _get(session: aiohttp.ClientSession, url: str, params: dict[str, str] | None = None) -> dict[str, Any]:
+    async with session.get(url, params=params) as response:
+        response.raise_for_status()
+        return await response.json()
 
 
 async def _from_agent(session: aiohttp.ClientSession, explanation: Explanation) -> None:
-    params = {"namespace": explanation.namespace, "pod": explanation.name}
-    async with session.get(f"{explanation.agent}/api/v1/findings", params=params) as response:
-        response.raise_for_status()
-        for item in (await response.json())["items"]:
-            roles = ["culprit"] if (item.get("culprit") or {}).get("name") == explanation.name else []
-            roles += ["victim"] if any(v.get("name") == explanation.name for v in item.get("victims", [])) else []
-            explanation.findings.append({**item, "roles": roles})
-    async with session.get(f"{explanation.agent}/api/v1/decisions", params=params) as response:
-        response.raise_for_status()
-        explanation.decisions = (await response.json())["items"]
-    async with session.get(f"{explanation.agent}/metrics", headers={"Accept": "text/plain"}) as response:
-        response.raise_for_status()
-        explanation.devices = device_series(await response.text(), namespace=explanation.namespace,
-                                            name=explanation.name)
+    e = explanation
+    params = {"namespace": e.namespace, "pod": e.name}
+    for item in (await _get(session, f"{e.agent}/api/v1/findings", params))["items"]:
+        roles = ["culprit"] if _named(item.get("culprit"), e.namespace, e.name) else []
+        roles += ["victim"] if any(_named(v, e.namespace, e.name) for v in item.get("victims", [])) else []
+        e.findings.append({**item, "roles": roles})
+    e.decisions = (await _get(session, f"{e.agent}/api/v1/decisions", params))["items"]
+    devices = await _get(session, f"{e.agent}/api/v1/devices")
+    e.devices = pod_devices(devices["items"], namespace=e.namespace, name=e.name)
+
+
+async def _agent_url(api: KubeApi, *, node: str, namespace: str, port: int | None) -> str:
+    agents = await find_agents(api, namespace=namespace, node=node, port=port) if node else []
+    if not agents:
+        raise LookupError(not_found_message(namespace=namespace, node=node or "(not scheduled)"))
+    return agents[0].url
 
 
 async def explain(api: KubeApi, *, namespace: str, name: str, agent_url: str | None = None,
-                  agent_namespace: str = "gpu-watchdog", agent_port: int = 9435,
+                  agent_namespace: str = AGENT_NAMESPACE, agent_port: int | None = None,
                   timeout: float = 10.0) -> Explanation:
     """The pod's story; a KubeError when the pod cannot be read (nothing to explain without it)."""
     pod = await api.request_json("GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
@@ -110,15 +129,15 @@ async def explain(api: KubeApi, *, namespace: str, name: str, agent_url: str | N
         "fieldSelector": f"involvedObject.kind=Pod,involvedObject.name={name}"})
     for item in events.get("items") or []:
         explanation.events.append({
-            "time": item.get("lastTimestamp") or item.get("eventTime") or item.get("firstTimestamp") or "",
+            "time": rfc3339(item.get("lastTimestamp") or item.get("eventTime") or item.get("firstTimestamp")),
             "type": item.get("type") or "", "reason": item.get("reason") or "",
             "source": (item.get("source") or {}).get("component") or item.get("reportingComponent") or "",
             "message": item.get("message") or "",
         })
     explanation.events.sort(key=lambda event: event["time"])
     try:
-        explanation.agent = agent_url or await _agent_url(api, node=explanation.node, agent_namespace=agent_namespace,
-                                                          agent_port=agent_port)
+        explanation.agent = agent_url or await _agent_url(api, node=explanation.node, namespace=agent_namespace,
+                                                          port=agent_port)
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as session:
             await _from_agent(session, explanation)
     except (LookupError, KubeError, aiohttp.ClientError, TimeoutError, KeyError, ValueError) as exc:
@@ -126,19 +145,25 @@ async def explain(api: KubeApi, *, namespace: str, name: str, agent_url: str | N
     return explanation
 
 
-def _when(timestamp: float) -> str:
-    return datetime.fromtimestamp(timestamp, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+def _gib(value: float | None) -> str:
+    return "?" if value is None else f"{value / GIB:.1f} GiB"
 
 
-def _device_line(device: dict[str, str]) -> str:
-    used = f"{float(device['memory_used_bytes']) / 2**30:.1f} GiB used"
-    if device.get("mig_uuid") and device.get("profile"):
-        return (f"GPU {device.get('gpu')} ({device.get('gpu_uuid')}), MIG {device['profile']} GPU instance "
-                f"{device.get('gpu_instance')} ({device['mig_uuid']}): {used}")
-    if device.get("mig_uuid"):
-        return (f"GPU {device.get('gpu')} ({device.get('gpu_uuid')}), MIG device {device['mig_uuid']}: {used} "
-                "by its processes")
-    return f"GPU {device.get('gpu')} ({device.get('gpu_uuid')}), shared (time-sliced): {used} by its processes"
+def _device_line(device: dict[str, Any]) -> str:
+    where = f"GPU {device['gpu']} ({device['gpuUuid']})"
+    if device["profile"]:
+        where += f", MIG {device['profile']} GPU instance {device['gpuInstance']} ({device['uuid']})"
+    others = device["otherHolders"]
+    if device["profile"]:
+        text = f"{where}: {_gib(device['memoryUsedBytes'])} used"
+        if device["processes"]:
+            text += f", {_gib(device['processMemoryBytes'])} of it by its {device['processes']} process(es)"
+    else:
+        text = (f"{where}, whole GPU: {_gib(device['processMemoryBytes'])} used by its {device['processes']} "
+                f"process(es), of {_gib(device['memoryUsedBytes'])} in all")
+    if device["assigned"]:
+        return text + (f"; assigned to it, shared with {', '.join(others)}" if others else "; assigned to it")
+    return text + f"; not assigned to it (the kubelet gave it {', '.join(others) or 'no pod'})"
 
 
 def render_text(explanation: Explanation) -> str:
@@ -159,14 +184,14 @@ def render_text(explanation: Explanation) -> str:
         for finding in e.findings:
             role = " and ".join(finding["roles"]) or "named"
             lines.append(f"  - {role} of a {finding['severity']} {finding['kind']} finding since "
-                         f"{_when(finding['since'])}: {finding['message']}")
+                         f"{rfc3339(finding['since'])}: {finding['message']}")
         if not e.decisions:
             lines.append("The agent has decided nothing about it (since it started).")
         else:
             lines.append(f"Decisions about it, newest first ({len(e.decisions)}):")
         for decision in e.decisions:
             status = f", HTTP {decision['httpStatus']}" if decision.get("httpStatus") else ""
-            lines.append(f"  - {_when(decision['timestamp'])}: {decision['result']} for the {decision['reason']} "
+            lines.append(f"  - {rfc3339(decision['timestamp'])}: {decision['result']} for the {decision['reason']} "
                          f"finding ({decision['mode']} mode{status}): {decision['detail'] or 'no detail'}")
     lines.append(f"Events on the pod ({len(e.events)}):" if e.events else "No Events on the pod.")
     lines += [f"  - {event['time']} {event['type']} {event['reason']} ({event['source'] or 'unknown source'}): "

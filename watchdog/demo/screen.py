@@ -14,15 +14,12 @@ from watchdog.demo.table import render_table
 
 def live_table(out: IO[str]) -> Callable[[Any, str], Awaitable[None]]:
     """A screen for ``run_simulated``: redraws ``agent.cycle.snapshot`` (ANSI home + clear) once a second, under
-    a header with the metrics URL and the kubectl line for the simulated cluster."""
+    the banner (demo.tour: where the agent serves and the commands to try), so the commands stay in view."""
 
-    async def redraw(agent: Any, kubectl: str = "") -> None:
+    async def redraw(agent: Any, banner: str = "") -> None:
         while True:
             text = render_table(agent.cycle.snapshot)
-            header = f"gpu-watchdog demo — metrics on http://127.0.0.1:{agent.port}/metrics (Ctrl-C to stop)\n"
-            if kubectl:
-                header += f"kubectl: {kubectl}\n"
-            out.write("\x1b[H\x1b[2J" + header + "\n" + text + "\n")
+            out.write("\x1b[H\x1b[2J" + banner + "\n" + text + "\n")
             out.flush()
             await asyncio.sleep(1.0)
 

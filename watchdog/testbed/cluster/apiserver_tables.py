@@ -4,8 +4,9 @@ kubectl does not format pods itself: it asks for ``Accept: application/json;as=T
 prints the columns the server computed (kubectl pkg/cmd/get/get.go transformRequests). A server that answers with
 a plain list gets only NAME and AGE, so a person exploring the demo would not see a pod's STATUS, a PDB's ALLOWED
 DISRUPTIONS or an Event's REASON. The columns and cells here follow pkg/printers/internalversion/printers.go for
-the kinds the fake serves (pods, nodes, events, PDBs, ConfigMaps, Leases, PriorityClasses); any other kind gets
-the generic Name / Created At table (staging/src/k8s.io/apiserver/pkg/registry/rest/table.go). Cells are computed
+the kinds the fake serves (pods, nodes, events, PDBs, ConfigMaps, Leases, PriorityClasses, and what the isolation
+audit reads: Namespaces, ResourceQuotas, NetworkPolicies, PersistentVolumeClaims, StorageClasses); any other kind
+gets the generic Name / Created At table (staging/src/k8s.io/apiserver/pkg/registry/rest/table.go). Cells are computed
 as the server does with every column, priority-1 ones included (printers/storage/storage.go asks for Wide), and
 kubectl hides those unless ``-o wide``.
 """
@@ -168,6 +169,74 @@ _PRINTERS: dict[str, tuple[list[dict], Callable[[dict, float], list]]] = {
                                        _since(pc["metadata"].get("creationTimestamp"), now),
                                        pc.get("preemptionPolicy", "PreemptLowerPriority")]),
 }
+
+
+def _quota(quota: dict, now: float) -> list:
+    """printResourceQuota: ``<key>: <used>/<hard>`` for every key of status.hard, sorted; ``limits.*`` keys in
+    the LIMIT column, the others in REQUEST."""
+    status = quota.get("status") or {}
+    hard, used = status.get("hard") or {}, status.get("used") or {}
+    columns: dict[bool, list[str]] = {False: [], True: []}
+    for key in sorted(hard):
+        columns[key.split(".")[0] == "limits" and "." in key].append(f"{key}: {used.get(key, '0')}/{hard[key]}")
+    return [quota["metadata"]["name"], _since(quota["metadata"].get("creationTimestamp"), now),
+            ", ".join(columns[False]), ", ".join(columns[True])]
+
+
+def label_selector_text(selector: dict) -> str:
+    """metav1.FormatLabelSelector: "<none>" for an empty selector, else its requirements sorted by key."""
+    parts = [(key, f"{key}={value}") for key, value in (selector.get("matchLabels") or {}).items()]
+    for expression in selector.get("matchExpressions") or ():
+        key, operator, values = expression.get("key", ""), expression.get("operator", ""), expression.get("values")
+        text = {"In": f"{key} in ({','.join(sorted(values or []))})",
+                "NotIn": f"{key} notin ({','.join(sorted(values or []))})",
+                "Exists": key, "DoesNotExist": f"!{key}"}.get(operator, f"{key} {operator}")
+        parts.append((key, text))
+    return ",".join(text for _, text in sorted(parts)) or "<none>"
+
+
+_ACCESS_MODES = {"ReadWriteOnce": "RWO", "ReadOnlyMany": "ROX", "ReadWriteMany": "RWX", "ReadWriteOncePod": "RWOP"}
+
+
+def _claim(claim: dict, now: float) -> list:
+    """printPersistentVolumeClaim: capacity and access modes are the bound volume's, shown once bound."""
+    spec, status = claim.get("spec") or {}, claim.get("status") or {}
+    phase = "Terminating" if claim["metadata"].get("deletionTimestamp") else status.get("phase", "")
+    bound = bool(spec.get("volumeName"))
+    modes = ",".join(short for mode, short in _ACCESS_MODES.items() if mode in (status.get("accessModes") or ()))
+    return [claim["metadata"]["name"], phase, spec.get("volumeName", ""),
+            (status.get("capacity") or {}).get("storage", "") if bound else "", modes if bound else "",
+            spec.get("storageClassName") or "", spec.get("volumeAttributesClassName") or "<unset>",
+            _since(claim["metadata"].get("creationTimestamp"), now), spec.get("volumeMode") or "<unset>"]
+
+
+def _storage_class(storage_class: dict, now: float) -> list:
+    """printStorageClass: "(default)" after the default class's name; the API's defaults for unset fields."""
+    meta = storage_class["metadata"]
+    default = (meta.get("annotations") or {}).get("storageclass.kubernetes.io/is-default-class") == "true"
+    return [meta["name"] + (" (default)" if default else ""), storage_class.get("provisioner", ""),
+            storage_class.get("reclaimPolicy") or "Delete", storage_class.get("volumeBindingMode") or "Immediate",
+            bool(storage_class.get("allowVolumeExpansion")), _since(meta.get("creationTimestamp"), now)]
+
+
+_PRINTERS.update({
+    "Namespace": ([_NAME, _column("Status", "The status of the namespace"), _AGE],
+                  _age_only(lambda ns: [(ns.get("status") or {}).get("phase", "")])),
+    "ResourceQuota": ([_NAME, _AGE, _column("Request", "Request represents a minimum amount of cpu/memory that a "
+                                                       "container may consume."),
+                       _column("Limit", "Limits control the maximum amount of cpu/memory that a container may use "
+                                        "independent of contention on the node.")], _quota),
+    "NetworkPolicy": ([_NAME, _column("Pod-Selector", "podSelector"), _AGE],
+                      _age_only(lambda policy: [label_selector_text((policy.get("spec") or {}).get("podSelector")
+                                                                    or {})])),
+    "PersistentVolumeClaim": ([_NAME, *(_column(name, name) for name in (
+        "Status", "Volume", "Capacity", "Access Modes", "StorageClass", "VolumeAttributesClass")), _AGE,
+        _column("VolumeMode", "volumeMode", priority=1)], _claim),
+    "StorageClass": ([_NAME, *(_column(name, name) for name in ("Provisioner", "ReclaimPolicy",
+                                                                "VolumeBindingMode")),
+                      _column("AllowVolumeExpansion", "allowVolumeExpansion", kind="boolean"), _AGE],
+                     _storage_class),
+})
 # rest/table.go DefaultTableConvertor: every other kind.
 _DEFAULT = ([_NAME, _column("Created At", "creationTimestamp", kind="date")],
             lambda obj, now: [obj["metadata"]["name"], obj["metadata"].get("creationTimestamp", "")])

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from watchdog.attribution.sharing import REPLICAS_LABEL, STRATEGY_LABEL
 from watchdog.testbed.gpu_node import SimulatedGpuNode
+from watchdog.testbed.profiles import GPU_MODELS
 from watchdog.testbed.scenario import Scenario
 
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -43,3 +44,28 @@ def gfd_labels(scenario: Scenario) -> dict[str, str]:
     if len(counts) == 1:
         labels[REPLICAS_LABEL] = str(counts.pop())
     return labels
+
+
+def gfd_node_labels(scenario: Scenario) -> dict[str, str]:
+    """Every label GPU Feature Discovery puts on the node (k8s-device-plugin README, "Generated Labels"): the sharing
+    labels above, the product (of GPU 0, spaces as dashes, ``-SHARED`` when that GPU's replicas are advertised), its
+    memory in MiB, the GPU count, the MIG strategy (``mixed``: the plugin advertises each profile as its own
+    resource) and the driver version, full and in parts."""
+    first = scenario.gpus[0]
+    model = GPU_MODELS[first.model]
+    product = model.name.replace(" ", "-") + ("-SHARED" if first.replicas and first.mig is None else "")
+    major, _, rest = scenario.driver_version.partition(".")
+    minor, _, revision = rest.partition(".")
+    labels = {
+        "nvidia.com/gpu.present": "true",
+        "nvidia.com/gpu.product": product,
+        "nvidia.com/gpu.memory": str(model.memory_mib),
+        "nvidia.com/gpu.count": str(len(scenario.gpus)),
+        "nvidia.com/mig.capable": str(any(GPU_MODELS[gpu.model].profiles for gpu in scenario.gpus)).lower(),
+        "nvidia.com/mig.strategy": "mixed" if any(gpu.mig is not None for gpu in scenario.gpus) else "none",
+        "nvidia.com/cuda.driver-version.full": scenario.driver_version,
+        "nvidia.com/cuda.driver-version.major": major,
+        "nvidia.com/cuda.driver-version.minor": minor,
+        "nvidia.com/cuda.driver-version.revision": revision,
+    }
+    return {**labels, **gfd_labels(scenario)}
