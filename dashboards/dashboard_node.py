@@ -38,15 +38,16 @@ def _overview(ids: PanelIds) -> list:
                     query=Query(f"count(gpu_watchdog_gpu_info{{{NODE}}})")),
         single_stat(ids, span=6, title="GPUs in MIG mode", description="GPUs partitioned into MIG instances.",
                     query=Query(f'count(gpu_watchdog_gpu_info{{{NODE}, mig_mode="enabled"}}) or vector(0)')),
-        single_stat(ids, span=6, title="Lost GPUs", description="GPUs NVML reports lost (GpuIsLost): reset or drain.",
+        single_stat(ids, span=6, title="Lost GPUs now",
+                    description="GPUs NVML reports lost (GpuIsLost): reset or drain.",
                     query=Query(f"sum(gpu_watchdog_gpu_lost{{{NODE}}}) or vector(0)"), red_at=1),
         single_stat(ids, span=6, title="Agents not ready",
                     description="Agents without a first full sample (/readyz 503).",
                     query=Query(f"count(gpu_watchdog_ready{{{NODE}}} == 0) or vector(0)"), red_at=1),
         label_table(ids, title="GPU inventory", description="Model and MIG mode of every GPU.", span=16,
                     height=6, query=Query(f"gpu_watchdog_gpu_info{{{NODE}}}")),
-        time_series(ids, title="Lost GPUs", description="1 while NVML reports the GPU lost; its other series "
-                    "are then absent.", span=8, height=6,
+        time_series(ids, title="Lost GPUs over time", description="1 while NVML reports the GPU lost; its other "
+                    "series are then absent.", span=8, height=6,
                     queries=(Query(f"gpu_watchdog_gpu_lost{{{NODE}}} == 1", GPU_LEGEND),)),
         time_series(ids, title="Readings refused by the plausibility gate", span=16, height=6,
                     description="Readings no GPU can produce (a duplicated UUID, memory used over the total, an Xid "

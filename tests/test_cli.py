@@ -80,10 +80,10 @@ def test_demo_serves_every_mig_instance_and_a_cluster_kubectl_can_explore(tmp_pa
         # The printed kubeconfig lets a real kubectl see the simulated cluster and flip the kill switch.
         hints, deadline = [], time.monotonic() + 30
         while not hints and time.monotonic() < deadline:
-            hints = [line for line in output if "explore the simulated cluster with kubectl" in line]
+            hints = [line for line in output if line.startswith("  export KUBECONFIG=")]  # the banner's line
             time.sleep(0.1)
         (hint,) = hints
-        kubeconfig = re.search(r"KUBECONFIG=(\S+);", hint).group(1)
+        kubeconfig = hint.strip().removeprefix("export KUBECONFIG=")
         kubectl_env = dict(os.environ, KUBECONFIG=kubeconfig, HOME=str(tmp_path), KUBECACHEDIR=str(tmp_path / "c"))
 
         def kubectl(*args: str) -> str:
@@ -130,7 +130,7 @@ def test_probe_is_scriptable():
     """Exit 1 (with the JSON report) when NVML cannot initialise; exit 0 with per-GPU answers when it can."""
     import json
 
-    result = run_cli("probe")
+    result = run_cli("probe", "--json")
     report = json.loads(result.stdout)
     if report["nvmlInit"]["supported"]:
         assert result.returncode == 0 and isinstance(report["gpus"], list)
@@ -141,7 +141,7 @@ def test_probe_is_scriptable():
 def test_probe_of_a_simulated_node_reports_every_mig_device():
     import json
 
-    result = run_cli("probe", "--simulate", str(REPO / "scenarios" / "demo.yaml"))
+    result = run_cli("probe", "--json", "--simulate", str(REPO / "scenarios" / "demo.yaml"))
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     assert sum(len(gpu["mig_devices"]) for gpu in report["gpus"]) == 7

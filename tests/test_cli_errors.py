@@ -66,9 +66,22 @@ def test_a_port_in_use_says_which_and_how_to_change_it(capsys, busy_port, comman
 
 def test_the_controller_without_a_cluster(capsys, monkeypatch, tmp_path):
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
-    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none"))
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.kube/config either: in-cluster, and not in a cluster
     line = one_line_error(capsys, ["controller"], command="controller")
     assert "cannot reach the Kubernetes API" in line and "kube.kubeconfig" in line
+
+
+@pytest.mark.parametrize("argv", [["controller"], ["explain", "team-a/pod-0"], ["controller", "--kubeconfig", "X"],
+                                  ["explain", "team-a/pod-0", "--kubeconfig", "X"]])
+def test_a_kubeconfig_that_does_not_exist_is_named(capsys, monkeypatch, tmp_path, argv):
+    """As $KUBECONFIG or as --kubeconfig, a missing file is "no such file", not the client's "Expected key
+    current-context" (the controller honours $KUBECONFIG as explain and audit do)."""
+    missing = str(tmp_path / "clusters" / "kubeconfig")
+    monkeypatch.setenv("KUBECONFIG", missing)
+    line = one_line_error(capsys, [missing if arg == "X" else arg for arg in argv], command=argv[0])
+    assert f"cannot load kubeconfig {missing}: no such file" in line and "--kubeconfig" in line
+    assert "current-context" not in line
 
 
 def test_the_controller_port_hint_names_its_setting():
@@ -95,3 +108,22 @@ def test_every_argument_has_help_text():
                 missing += [f"{name} {' '.join(arg.option_strings) or arg.dest}" for arg in sub._actions
                             if not arg.help and not isinstance(arg, argparse._HelpAction)]
     assert missing == []
+
+
+@pytest.mark.parametrize("argv", [["explain", "team-a/trainer-0"], ["audit"]])
+def test_commands_without_config_say_how_to_point_them_at_a_cluster(capsys, monkeypatch, tmp_path, argv):
+    """explain, inventory and audit take kubectl's --kubeconfig: their advice names it, never a --config they lack."""
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.kube/config: in-cluster, which is not there
+    if argv[0] == "audit":  # audit words its own failure to read the cluster (exit 2, one line)
+        assert main(argv) == 2
+        assert "--config" not in capsys.readouterr().err
+        return
+    line = one_line_error(capsys, argv, command=argv[0])
+    assert "cannot reach the Kubernetes API" in line and "--kubeconfig FILE or $KUBECONFIG" in line
+    assert "--config" not in line
+    from watchdog.kube.errors import KubeError
+
+    assert "--kubeconfig" in describe(KubeError("connection refused"), command="inventory")
+    assert "kube.kubeconfig" in describe(KubeError("connection refused"), command="run")

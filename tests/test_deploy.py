@@ -44,6 +44,36 @@ def test_the_kill_switch_is_never_shipped_in_a_manifest():
     assert "gpu-watchdog-kill-switch" not in names  # re-applying must not undo an operator's pause
 
 
+def test_no_role_grants_the_same_permission_twice():
+    """A rule repeated (or one permission granted by two rules of one role) drifts apart from its copy in review."""
+    checked = 0
+    for name, doc in documents():
+        if doc.get("kind") not in ("ClusterRole", "Role"):
+            continue
+        rules = [yaml.safe_dump(rule, sort_keys=True) for rule in doc["rules"]]
+        assert len(rules) == len(set(rules)), (name, doc["metadata"]["name"], "a rule is repeated")
+        grants = [(group, resource, verb, tuple(rule.get("resourceNames", ()))) for rule in doc["rules"]
+                  for group in rule["apiGroups"] for resource in rule["resources"] for verb in rule["verbs"]]
+        twice = {grant for grant in grants if grants.count(grant) > 1}
+        assert not twice, (name, doc["metadata"]["name"], sorted(twice))
+        checked += 1
+    assert checked >= 4
+
+
+def test_the_agents_priority_class_has_a_resource_quota_selecting_it_applied_before_the_daemonset():
+    """system-node-critical outside kube-system: where ResourceQuota admission limits the class by default (GKE), a
+    pod of it is admitted only in a namespace holding a quota whose scopeSelector selects the class."""
+    in_file = [doc for where, doc in documents() if where == "daemonset.yaml"]
+    daemonset = named("DaemonSet", "gpu-watchdog", "daemonset.yaml")
+    priority_class = daemonset["spec"]["template"]["spec"]["priorityClassName"]
+    [quota] = [doc for doc in in_file if doc["kind"] == "ResourceQuota"]
+    assert quota["metadata"]["namespace"] == daemonset["metadata"]["namespace"]
+    assert quota["spec"]["scopeSelector"]["matchExpressions"] == [
+        {"scopeName": "PriorityClass", "operator": "In", "values": [priority_class]}]
+    assert "hard" not in quota["spec"]  # it admits the class; it caps nothing
+    assert in_file.index(quota) < in_file.index(daemonset)  # `kubectl apply -f` creates it first
+
+
 def named(kind: str, name: str, file: str) -> dict:
     return next(doc for where, doc in documents() if where == file and doc["kind"] == kind
                 and doc["metadata"]["name"] == name)

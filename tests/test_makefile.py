@@ -1,6 +1,7 @@
-"""The Makefile's two entry points: `make test` installs Debian packages that are really missing, `make demo PORT=`.
+"""The Makefile's entry points: `make test` installs Debian packages that are really missing, `make demo PORT=`, the
+venv's layers (the demo installs the runtime only, the tests add their extras) and `make template`.
 
-Runs the real `make` with fake `dpkg-query`/`apt-get`/`sudo` first on PATH, so nothing is installed.
+Runs the real `make` with fake `dpkg-query`/`apt-get`/`sudo` first on PATH, or with `-n`, so nothing is installed.
 """
 
 from __future__ import annotations
@@ -40,3 +41,36 @@ def test_make_demo_takes_a_port(tmp_path):
                           capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
     assert "gpu-watchdog demo --port 9500 --speed 5" in done.stdout
+
+
+def planned(tmp_path: Path, target: str, *extra: str) -> list[str]:
+    """The commands `make TARGET` would run against a venv at tmp_path/venv (`make -n`: nothing is run)."""
+    done = subprocess.run(["make", "-n", "-C", str(REPO), target, f"VENV={tmp_path / 'venv'}", *extra],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    return [line for line in done.stdout.splitlines() if "pip install" in line]
+
+
+def test_the_demo_installs_the_runtime_only_and_the_tests_add_their_extras(tmp_path):
+    # From nothing: the demo's venv holds the project and its runtime dependencies, never the test extras.
+    assert [line.split()[-1] for line in planned(tmp_path, "demo")[1:]] == ["."]
+    assert [line.split()[-1] for line in planned(tmp_path, "test")[1:]] == [".", "'.[test]'"]
+    # After `make demo`, `make test` adds the extras and nothing else; after `make test`, `make demo` installs nothing.
+    (tmp_path / "venv").mkdir()
+    (tmp_path / "venv" / ".installed").touch()
+    assert [line.split()[-1] for line in planned(tmp_path, "test")] == ["'.[test]'"]
+    (tmp_path / "venv" / ".installed-test").touch()
+    assert planned(tmp_path, "demo") == [] and planned(tmp_path, "test") == []
+    # A changed pyproject.toml reinstalls both layers.
+    os.utime(tmp_path / "venv" / ".installed", (0, 0))
+    assert [line.split()[-1] for line in planned(tmp_path, "test")[1:]] == [".", "'.[test]'"]
+
+
+def test_make_template_renders_with_the_users_values(tmp_path):
+    done = subprocess.run(["make", "-n", "-C", str(REPO), "template", f"VENV={tmp_path / 'venv'}",
+                           "VALUES=a.yaml,b.yaml", "SET=mode=enforce", "OUT=rendered"],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "pip install --quiet -e '.[chart]'" in done.stdout and "'.[test]'" not in done.stdout
+    assert ("tools/render_manifests.py --template --values a.yaml,b.yaml --set mode=enforce --out rendered"
+            in " ".join(done.stdout.replace("\\\n", " ").split()))

@@ -32,3 +32,11 @@ def test_inline_policy_example_validates(tmp_path):
     path = tmp_path / "settings.yaml"
     path.write_text(block.group(1))
     assert check_file(path) == ("settings", [])
+
+
+def test_the_gzip_default_the_readme_states_is_the_settings_default():
+    from watchdog.config import PublishingSettings
+
+    default = PublishingSettings.model_fields["gzip"].default
+    stated = re.findall(r"gzip, (on|off) by default \(`publishing\.gzip`", README)
+    assert stated == ["on" if default else "off"]

@@ -11,8 +11,9 @@ from __future__ import annotations
 import errno
 import re
 
+from watchdog.answers.agents import NoAnswer
 from watchdog.config import ConfigError, MalformedFile
-from watchdog.kube.errors import KubeError
+from watchdog.kube.errors import KubeConfigUnusable, KubeError
 from watchdog.sampling.nvml_library import NvmlLibraryMissing
 from watchdog.sampling.sampler import NvmlUnavailable
 from watchdog.testbed.scenario import ScenarioError
@@ -21,6 +22,8 @@ from watchdog.trace import TraceError
 EXIT_USAGE = 2
 """Exit status of every worded failure (argparse uses 2 for a bad command line too)."""
 
+_KUBECONFIG_COMMANDS = ("explain", "inventory", "audit")
+"""Commands with --kubeconfig and no --config: pointing them at a cluster is kubectl's way, not a settings file."""
 _BOUND_ADDRESS = re.compile(r"\('([^']*)', (\d+)\)")
 
 
@@ -42,6 +45,14 @@ def _port_in_use(exc: OSError, *, command: str) -> str:
     return f"{where} is already in use: stop whatever listens there or {change}"
 
 
+def _reach(command: str) -> str:
+    """How to point a command at a cluster: the commands a person runs take kubectl's flag; the agent and the
+    controller read their settings."""
+    if command in _KUBECONFIG_COMMANDS:
+        return "point it at one with --kubeconfig FILE or $KUBECONFIG, as kubectl"
+    return "point it at one with kube.access: kubeconfig and kube.kubeconfig (or kube.url) in the --config settings"
+
+
 def describe(exc: BaseException, *, command: str) -> str | None:
     """The one line for a failure the user can fix, or None for a bug (which keeps its traceback)."""
     if isinstance(exc, CommandError):
@@ -55,13 +66,17 @@ def describe(exc: BaseException, *, command: str) -> str | None:
         return f"{_one_line(str(exc))} (the format: docs/scenario-format.md; the built-in demo: scenarios/demo.yaml)"
     if isinstance(exc, TraceError):
         return f"{_one_line(str(exc))}: is this a trace written by `gpu-watchdog record`?"
+    if isinstance(exc, KubeConfigUnusable):
+        return (f"{_one_line(str(exc))}: check --kubeconfig and $KUBECONFIG (the agent and the controller also read "
+                "kube.kubeconfig in the --config settings)")
     if isinstance(exc, KubeError) and exc.status == 404:
         return f"not found in the cluster ({_one_line(str(exc))}): check the namespace and the name"
     if isinstance(exc, KubeError) and exc.status is not None:
         return f"the Kubernetes API refused ({_one_line(str(exc))}): check the kubeconfig's user and its RBAC"
     if isinstance(exc, KubeError):
-        return (f"cannot reach the Kubernetes API ({_one_line(str(exc))}): run it in the cluster, or point it at one "
-                "with kube.access: kubeconfig and kube.kubeconfig (or kube.url) in the --config settings")
+        return f"cannot reach the Kubernetes API ({_one_line(str(exc))}): run it in the cluster, or {_reach(command)}"
+    if isinstance(exc, NoAnswer):
+        return _one_line(str(exc))  # it says what to pass instead
     if isinstance(exc, (NvmlUnavailable, NvmlLibraryMissing)):
         return _one_line(str(exc))  # their messages already say what to do (the driver, or --simulate)
     if isinstance(exc, OSError) and exc.errno == errno.EADDRINUSE:

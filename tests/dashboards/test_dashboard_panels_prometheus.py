@@ -34,7 +34,7 @@ MAY_BE_EMPTY = {
     "Errors": "the demo's stages do not fail",
     "Policy reloads": "no policy file is reloaded",
     "Isolation scorecard": "the controller's isolation audit feeds it; the demo runs the agent only",
-    "Lost GPUs": "no GPU falls off the bus (the time series shows `== 1` only)",
+    "Lost GPUs over time": "no GPU falls off the bus (the time series shows `== 1` only)",
     "GPU SM activity (GPUs not in MIG mode)": "the only non-MIG GPU is an A100, which has no GPM (Hopper and newer)",
     "GPU DRAM bandwidth (GPUs not in MIG mode)": "the same: GPM DRAM_BW_UTIL needs Hopper or newer",
     # One target of a panel ("title [refId]"): the panel's other targets must still show a series.

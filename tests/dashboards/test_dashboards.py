@@ -127,6 +127,13 @@ def test_structure_schema_ids_and_grid(name):
             assert len({target["refId"] for target in panel["targets"]}) == len(panel["targets"])
 
 
+@pytest.mark.parametrize("name", FILES)
+def test_panel_titles_are_unique_within_a_dashboard(name):
+    """A title names one panel: two alike cannot be told apart in a link, a search or an alert's runbook."""
+    titles = [panel["title"] for panel in all_panels(load(name))]
+    assert sorted({t for t in titles if titles.count(t) > 1}) == []
+
+
 def test_dashboard_uids_are_unique_and_stable():
     uids = [load(name)["uid"] for name in FILES]
     assert uids == ["gpu-watchdog-node", "gpu-watchdog-actions"]

@@ -62,6 +62,7 @@ DOCUMENTED_OPTIONS: dict[str, dict[str, Any]] = {
     "no controller": {"controller": {"enabled": False}},
     "existing namespaces, no admission policy": {"namespaces": {"create": False},
                                                  "admissionPolicy": {"enabled": False}},
+    "no priority class quota": {"priorityClassQuota": {"enabled": False}},
     "other namespaces": {"namespaces": {"agent": "gpu-agents", "controller": "gpu-ctl"}},
     "prometheus operator": {"monitoring": {
         "podMonitor": {"enabled": True, "interval": "15s", "labels": {"release": "kube-prometheus-stack"}},
@@ -77,6 +78,18 @@ DOCUMENTED_OPTIONS: dict[str, dict[str, Any]] = {
                                       "prometheusRule": {"enabled": True}},
                        "dashboards": {"enabled": True}},
 }
+
+
+def leaf_paths(values: dict, prefix: tuple = ()) -> set[tuple]:
+    """Paths to every setting; maps whose keys are the user's own (labels, nodeSelector…) count as one setting."""
+    free_form = {"nodeSelector", "affinity", "resources", "settings", "inline", "labels", "tlsConfig"}
+    paths = set()
+    for key, value in values.items():
+        if isinstance(value, dict) and value and key not in free_form:
+            paths |= leaf_paths(value, (*prefix, key))
+        else:
+            paths.add((*prefix, key))
+    return paths
 
 
 @functools.cache

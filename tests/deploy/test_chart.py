@@ -13,7 +13,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from tests.deploy.chart_helpers import CHART, DOCUMENTED_OPTIONS, ROOT, find, objects, one, render, validate
+from tests.deploy.chart_helpers import (CHART, DOCUMENTED_OPTIONS, ROOT, find, leaf_paths, objects, one, render,
+                                        validate)
 from watchdog import __version__
 from watchdog.config import Policy, check_file
 
@@ -203,6 +204,18 @@ def test_other_namespaces_move_every_object_and_the_admission_policy_with_them()
     assert {doc["metadata"]["name"] for doc in find(docs, "Namespace")} == {"gpu-agents", "gpu-ctl"}
 
 
+def test_each_priority_class_the_chart_s_pods_use_gets_a_quota_in_their_namespace_unless_turned_off():
+    def quotas(values: dict) -> dict[str, list[str]]:
+        return {doc["metadata"]["namespace"]: doc["spec"]["scopeSelector"]["matchExpressions"][0]["values"]
+                for doc in find(objects(values), "ResourceQuota")}
+
+    assert quotas({}) == {"gpu-watchdog": ["system-node-critical"]}  # the controller sets no class by default
+    both = DOCUMENTED_OPTIONS["scheduling of the controller"] | DOCUMENTED_OPTIONS["scheduling of the agents"]
+    assert quotas(both) == {"gpu-watchdog": ["gpu-critical"], "gpu-watchdog-controller": ["system-cluster-critical"]}
+    assert quotas({"agent": {"priorityClassName": ""}}) == {}
+    assert quotas(DOCUMENTED_OPTIONS["no priority class quota"]) == {}
+
+
 def test_without_the_controller_nothing_of_it_is_rendered():
     docs = objects({"controller": {"enabled": False}})
     assert not [doc for doc in docs if "controller" in doc["metadata"]["name"]]
@@ -225,18 +238,6 @@ def test_no_option_weakens_the_pods_security_or_the_namespaces_pod_security_leve
         context = controller["securityContext"]
         assert context["runAsNonRoot"] is True and context["runAsUser"] != 0
         assert levels.get(deployment["metadata"]["namespace"], "restricted") == "restricted"
-
-
-def leaf_paths(values: dict, prefix: tuple = ()) -> set[tuple]:
-    """Paths to every setting; maps whose keys are the user's own (labels, nodeSelector…) count as one setting."""
-    free_form = {"nodeSelector", "affinity", "resources", "settings", "inline", "labels", "tlsConfig"}
-    paths = set()
-    for key, value in values.items():
-        if isinstance(value, dict) and value and key not in free_form:
-            paths |= leaf_paths(value, (*prefix, key))
-        else:
-            paths.add((*prefix, key))
-    return paths
 
 
 def test_every_value_is_exercised_by_a_documented_option():

@@ -46,6 +46,9 @@ def test_memory_breach_must_persist_then_reports_the_excess():
     assert f.key == "quota/ml/memory" and f.tenant == "ml" and f.domain == "tenant/ml"
     assert f.needed == 1 * GIB and f.usage == {"ml/a": 5 * GIB, "ml/b": 8 * GIB}
     assert f.culprit.key == "ml/b" and f.first_tick == 5 and f.severity is Severity.CRITICAL
+    # Words with their units; the evidence stays in base units (bytes) for machines.
+    assert f.message == "tenant ml uses 13.00 GiB of GPU memory, limit 12.00 GiB"
+    assert (f.evidence["usage"], f.evidence["limit"]) == (13 * GIB, 12 * GIB)
 
 
 def test_unreadable_usage_neither_clears_nor_raises():
@@ -66,6 +69,7 @@ def test_instances_per_profile_names_the_newest_holder():
     [f] = [f for f in found if f.resource == "instances"]
     assert f.needed == 1 and f.culprit.key == "ml/c" and f.evidence["profile"] == "1g.10gb"
     assert f.usage == {"ml/a": 1, "ml/b": 1, "ml/c": 1}
+    assert f.message == "tenant ml holds 3 1g.10gb instances, limit 2 instances"
 
 
 def test_instances_are_not_judged_from_an_unhealthy_attribution():
@@ -85,6 +89,8 @@ def test_dram_share_on_a_timesliced_gpu():
     [f] = found
     assert f.resource == "dram" and f.key == "quota/ml/dram/GPU-1" and round(f.needed, 3) == 0.2
     assert (f.gpu_uuid, f.mig_uuid) == ("GPU-1", "")  # the one GPU whose DRAM time is over the share
+    assert f.message == "tenant ml takes 70% of DRAM time on GPU-1, limit 50%"
+    assert f.evidence["limit"] == 0.5  # a ratio, 0-1
 
 
 def test_a_tenant_memory_breach_names_no_single_device():
@@ -106,6 +112,7 @@ def test_a_full_mig_instance_is_a_warning_of_its_own_kind_not_a_quota_breach():
     assert f.kind is FindingKind.MIG_MEMORY_WARNING and f.key == "mig-memory/MIG-1"
     assert f.severity is Severity.WARNING and f.domain == "mig/MIG-1" and f.culprit.key == "ml/a"
     assert (f.gpu_uuid, f.mig_uuid) == ("GPU-0", "MIG-1")
+    assert f.message.endswith(" is 95% full, warning above 90%") and f.evidence["limit"] == 0.9
 
 
 def test_unreadable_usage_is_reported_unobserved_with_its_last_seen_tick():

@@ -21,9 +21,13 @@ log = logging.getLogger(__name__)
 
 
 def audit_record(
-    *, timestamp: float, node: str, mode: Mode, decision: Decision | None = None, outcome: ActionOutcome | None = None
+    *, timestamp: float, node: str | None, mode: Mode, decision: Decision | None = None,
+    outcome: ActionOutcome | None = None, controller: str | None = None,
 ) -> dict[str, Any]:
-    """The JSON object of one line; from the outcome when there is one, else from the decision alone."""
+    """The JSON object of one line; from the outcome when there is one, else from the decision alone.
+
+    ``node`` is the node the action is about (None when an alert named none); ``controller``, the controller
+    replica that decided, for the controller's lines only: an agent decides about its own node."""
     request = outcome.request if outcome else (decision.request if decision else None)
     result = outcome.result if outcome else (decision.result if decision else None)
     record: dict[str, Any] = {
@@ -57,6 +61,8 @@ def audit_record(
         record["message"] = request.message
     if outcome is not None and outcome.http_status is not None:
         record["http_status"] = outcome.http_status
+    if controller is not None:
+        record["controller"] = controller
     return record
 
 

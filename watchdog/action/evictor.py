@@ -110,10 +110,13 @@ class Evictor:
         component: str = COMPONENT,
         budget: SendBudget | None = None,
         monotonic: Callable[[], float] | None = None,
+        controller: str | None = None,
     ) -> None:
-        """`kill_switch`: the gate asked before every decision and re-read before every send; None means no switch
-        is configured (never paused) and must be said explicitly. `recheck_pods`: GET each pod right before its
-        request and decide again on what the API server has now (the agent, whose pods come from a watch cache).
+        """`node`: the host named in Events, and on an agent the node of every audit line. `controller`: the
+        controller replica's identity; its audit lines then name the alert's node as `node` and the replica as
+        `controller`. `kill_switch`: the gate asked before every decision and re-read before every send; None means
+        no switch is configured (never paused) and must be said explicitly. `recheck_pods`: GET each pod right before
+        its request and decide again on what the API server has now (the agent, whose pods come from a watch cache).
         `budget`: the cluster-wide ceiling, one slot taken after the switch's re-read; None means no ceiling.
         `clock` stamps outcomes, audit lines and Events (wall time); `monotonic` runs every guarantee (the pacer,
         the API hold-off, the decision age); None: `clock` serves both (a simulated world has one clock)."""
@@ -128,7 +131,7 @@ class Evictor:
         self._budget = budget
         self._recheck_pods = recheck_pods
         self._component = component
-        self._ledger = Ledger(audit=audit, node=node)
+        self._ledger = Ledger(audit=audit, node=node, controller=controller)
         self._error_streak = 0
         self._hold_until = float("-inf")
         self._hold_why = ""

@@ -26,9 +26,12 @@ _LOGGED = (EvictionResult.EVICTED, EvictionResult.DRY_RUN, EvictionResult.BLOCKE
 class Ledger:
     """The counts, the standing result of each (finding, pod), and the records not yet handed out."""
 
-    def __init__(self, *, audit: AuditLog, node: str) -> None:
+    def __init__(self, *, audit: AuditLog, node: str, controller: str | None = None) -> None:
+        """`node`: the agent's own node, which every line names. `controller`: the controller replica's identity
+        instead; each line then names the node of the decision's alert, and the replica under its own key."""
         self._audit = audit
         self._node = node
+        self._controller = controller
         self.counts: Counter[tuple[str, str, str]] = Counter()  # (result, reason, namespace) → n
         self._standing: dict[tuple[str, str], EvictionResult] = {}
         self.last_attempt: dict[tuple[str, str], EvictionResult] = {}  # the last result actually sent for
@@ -91,7 +94,12 @@ class Ledger:
             detail=detail, uid=request.pod.uid if request else "", http_status=http_status,
         ))
         final = decision if decision.result is result else replace(decision, result=result, detail=detail)
-        self._audit.write(audit_record(timestamp=now, node=self._node, mode=mode, decision=final, outcome=outcome))
+        if self._controller is None:
+            record = audit_record(timestamp=now, node=self._node, mode=mode, decision=final, outcome=outcome)
+        else:
+            record = audit_record(timestamp=now, node=final.node or None, mode=mode, decision=final, outcome=outcome,
+                                  controller=self._controller)
+        self._audit.write(record)
         if result in _LOGGED:
             log.info("eviction %s %s/%s: %s", result.value, namespace, decision.pod, detail)
         return outcome

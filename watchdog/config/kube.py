@@ -13,6 +13,7 @@ class KubeSettings(Section):
     )
     url: str | None = Field(None, description="API server URL when access is 'url' (tests, the demo's fake server).")
     kubeconfig: str | None = Field(None, description="Path of a kubeconfig when access is 'kubeconfig'.")
+    context: str | None = Field(None, description="Context of that kubeconfig (default: its current-context).")
     request_timeout_seconds: float = Field(10.0, gt=0, description="Timeout of one API request.")
     token: str | None = Field(None, description="Bearer token when access is 'url' (the fake server may require one).")
     watch_timeout_seconds: int = Field(

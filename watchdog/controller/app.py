@@ -327,7 +327,7 @@ class WebhookHandler:
 
 def _failed(target: AlertTarget, detail: str) -> Decision:
     return Decision(target.finding_key, target.kind, None, EvictionResult.ERROR, "alert", target.namespace,
-                    target.pod or "", detail)
+                    target.pod or "", detail, node=target.node)
 
 
 def _summary(target: AlertTarget, result: str, detail: str, *, pod: str | None = None) -> dict:

@@ -152,7 +152,8 @@ def _request(target: AlertTarget, pod: PodInfo) -> EvictionRequest:
 
 
 def _go(target: AlertTarget, pod: PodInfo) -> Decision:
-    return Decision(target.finding_key, target.kind, _request(target, pod), None, "alert", pod.namespace, pod.name)
+    return Decision(target.finding_key, target.kind, _request(target, pod), None, "alert", pod.namespace, pod.name,
+                    node=target.node)
 
 
 def _stop(target: AlertTarget, result: EvictionResult, detail: str, pod: PodInfo | None) -> Decision:
@@ -165,4 +166,5 @@ def _stop(target: AlertTarget, result: EvictionResult, detail: str, pod: PodInfo
         namespace=target.namespace,
         pod=pod.name if pod else (target.pod or ""),
         detail=detail,
+        node=target.node,
     )

@@ -96,7 +96,8 @@ class Controller:
             pacer=self.pacer,
             audit=audit,
             clock=clock,
-            node=self.identity,
+            node=self.identity,  # the Events' reporting instance; audit lines name the alert's node
+            controller=self.identity,
             kill_switch=self.kill_switch,
             component=COMPONENT,
             budget=self.budget,

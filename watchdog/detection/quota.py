@@ -138,7 +138,8 @@ class QuotaDetector:
                 self._open_breach(key, self._finding(
                     run, key=key, domain=f"tenant/{tenant}", resource="memory", tenant=tenant, usage=per_pod,
                     culprit=self._largest(per_pod), needed=total - limit, evidence={"usage": total, "limit": limit},
-                    message=f"tenant {tenant} uses {total / 2**30:.2f} GiB of GPU memory, limit {limit / 2**30:.2f}",
+                    message=f"tenant {tenant} uses {total / 2**30:.2f} GiB of GPU memory, "
+                            f"limit {limit / 2**30:.2f} GiB",
                 ))
 
     def _dram(self, devices: Sequence[Device]) -> None:
@@ -194,7 +195,8 @@ class QuotaDetector:
                         run, key=key, domain=f"tenant/{tenant}", resource="instances", tenant=tenant, usage=usage,
                         culprit=newest, needed=float(len(holders) - limit),
                         evidence={"usage": len(holders), "limit": limit, "profile": profile},
-                        message=f"tenant {tenant} holds {len(holders)} {profile} instances, limit {limit}",
+                        message=f"tenant {tenant} holds {len(holders)} {profile} instances, limit {limit} "
+                                f"instance{'' if limit == 1 else 's'}",
                     ))
 
     def _warnings(self, devices: Sequence[Device]) -> None:
@@ -220,7 +222,7 @@ class QuotaDetector:
                     needed=device.memory_used - ratio * device.memory_total, severity=Severity.WARNING,
                     evidence={"usage": round(used, 4), "limit": ratio, "profile": device.profile or "", **extra},
                     message=f"{device.profile} {'GPU instance' if pool else 'instance'} {device.uuid} is "
-                            f"{used:.0%} full",
+                            f"{used:.0%} full, warning above {ratio:.0%}",
                 ))
 
     # -------------------------------------------------------------------------------------------- plumbing

@@ -13,13 +13,14 @@ eventTime) must carry exactly six fraction digits or the API server refuses the 
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from kubernetes.aio import client as k8s
 from kubernetes.aio import config as k8s_config
 
 from watchdog.config.kube import KubeSettings
-from watchdog.kube.errors import KubeError, error_for_status, kube_errors, status_body
+from watchdog.kube.errors import KubeConfigUnusable, KubeError, error_for_status, kube_errors, status_body
 from watchdog.kube.permissions import DeclaredOperations, check_declared, path_request
 
 
@@ -95,12 +96,18 @@ class KubeApi:
 
     @classmethod
     async def from_kubeconfig(cls, path: str, *, context: str | None = None, timeout: float = 10.0) -> "KubeApi":
+        # The client treats its config_file as one entry of a KUBECONFIG list and skips it when it does not exist,
+        # then fails on the empty result ("Expected key current-context"): a missing file is said as such first.
+        if not os.path.exists(path):
+            raise KubeConfigUnusable(f"cannot load kubeconfig {path}: no such file")
+        if os.path.isdir(path):
+            raise KubeConfigUnusable(f"cannot load kubeconfig {path}: a directory, not a file")
         configuration = k8s.Configuration()
         try:
             await k8s_config.load_kube_config(config_file=path, context=context,
                                               client_configuration=configuration)
         except (k8s_config.ConfigException, OSError) as error:
-            raise KubeError(f"cannot load kubeconfig {path}: {error}") from error
+            raise KubeConfigUnusable(f"cannot load kubeconfig {path}: {error}") from error
         return cls(configuration, timeout=timeout)
 
     @classmethod
@@ -117,7 +124,7 @@ class KubeApi:
         elif settings.access == "kubeconfig":
             if not settings.kubeconfig:
                 raise ValueError("kube.access is 'kubeconfig' but kube.kubeconfig is not set")
-            api = await cls.from_kubeconfig(settings.kubeconfig, timeout=timeout)
+            api = await cls.from_kubeconfig(settings.kubeconfig, context=settings.context, timeout=timeout)
         else:
             api = cls.in_cluster(timeout=timeout)
         return api.restrict_to_declared_permissions()

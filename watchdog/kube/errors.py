@@ -31,6 +31,10 @@ class KubeError(Exception):
         return str(self)
 
 
+class KubeConfigUnusable(KubeError):
+    """The kubeconfig named cannot be used: no such file, unreadable, or not a kubeconfig."""
+
+
 class KubeUnavailable(KubeError):
     """The API server could not be reached or did not answer in time (connection, timeout, 5xx)."""
 

@@ -66,6 +66,7 @@ class Decision:
     namespace: str = ""
     pod: str = ""
     detail: str = ""
+    node: str = ""  # the node the decision is about, when the decider does not run there (the controller's alerts)
 
 
 @dataclass(frozen=True, slots=True)

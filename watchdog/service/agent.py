@@ -41,7 +41,7 @@ from watchdog.sampling.xid_watcher import XidWatcher
 from watchdog.service.clock_watch import ClockStepWatch
 from watchdog.service import status_sources
 from watchdog.service.cycle import Cycle
-from watchdog.service.pipeline import TickSink
+from watchdog.service.pipeline import PolicyRecordingSink, TickSink
 from watchdog.service.policy_watch import PolicyWatcher
 from watchdog.service.borrowed_activity import BorrowedActivity, needs_borrowing
 from watchdog.service.prometheus_signals import PrometheusSignals
@@ -182,9 +182,13 @@ class Agent:
             sample_timeout=settings.sampling.sample_timeout_seconds,
         )
         self._register_error_sources()
-        # Every consumer of the runtime policy, handed the same object on every load.
+        # Every consumer of the runtime policy, handed the same object on every load. The sinks that record it
+        # (trace headers) are built before it is known, so they are handed the first load here.
+        recorders = [sink for sink in self.cycle.sinks if isinstance(sink, PolicyRecordingSink)]
+        for recorder in recorders:
+            recorder.apply_runtime(self.runtime)
         self._runtime_consumers = [self.detector, self.cycle, self.action, self.kill_switch, self.budget,
-                                   *((self.signals,) if self.signals is not None else ())]
+                                   *((self.signals,) if self.signals is not None else ()), *recorders]
         self.server = MetricsServer.from_settings(
             settings.publishing, snapshot_provider=lambda: self.cycle.snapshot, alive=self._alive,
             decisions=self.decision_log,

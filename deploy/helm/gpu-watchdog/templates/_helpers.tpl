@@ -87,3 +87,27 @@ controller.lease_namespace the controller's own (its Lease and handled-firings r
 {{- $_ := set $base "controller" $controller -}}
 {{ toYaml (mergeOverwrite $base (deepCopy .Values.controller.settings)) }}
 {{- end -}}
+
+{{/* A ResourceQuota that only selects pods of one PriorityClass, followed by a document separator; empty when
+priorityClassQuota is off or the workload sets no class. Where ResourceQuota admission limits a class's consumption
+by default, it admits a pod of that class only in a namespace holding a quota that selects the class (Kubernetes
+docs, "Resource Quotas", "Limit Priority Class consumption by default"). No `hard`: it covers, it caps nothing. */}}
+{{- define "gpu-watchdog.priorityClassQuota" -}}
+{{- if and .root.Values.priorityClassQuota.enabled .class }}
+# The quota selecting PriorityClass {{ .class }}: pods of a class the cluster limits by default (GKE limits
+# system-node-critical and system-cluster-critical outside kube-system) are admitted only in a namespace holding one.
+# It caps nothing; priorityClassQuota.enabled: false leaves it out.
+apiVersion: v1
+kind: ResourceQuota
+metadata:
+  name: {{ .name }}
+  namespace: {{ .namespace }}
+  labels:
+    {{- include "gpu-watchdog.labels" (dict "root" .root "name" .name) | nindent 4 }}
+spec:
+  scopeSelector:
+    matchExpressions:
+      - {scopeName: PriorityClass, operator: In, values: [{{ .class | quote }}]}
+---
+{{- end }}
+{{- end -}}
