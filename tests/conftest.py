@@ -24,8 +24,10 @@ def temporary_directories_removed(tmp_path_factory: pytest.TempPathFactory) -> I
     The demo, `run --simulate` and `record` build their worlds in temporary directories that must go on a normal
     exit, Ctrl-C and SIGTERM alike. The session gets a temporary directory of its own under the system's (tempfile's
     default in this process, ``TMPDIR`` in every subprocess it starts), so the check sees only what this session
-    made: the other sessions and demos of a shared machine create and remove their own meanwhile. pytest's
-    ``tmp_path`` root is fixed first and stays where it always is."""
+    made: the other sessions and demos of a shared machine create and remove their own meanwhile. Anything left in it
+    fails the session, the project's own directories named first. pytest's ``tmp_path`` root is not under the system's
+    temporary directory at all: ``--basetemp=.pytest-tmp`` (pyproject.toml), in the checkout and git-ignored, so the
+    suite leaves nothing under /tmp."""
     tmp_path_factory.getbasetemp()
     session = Path(tempfile.mkdtemp(prefix="pytest-session-tmp-"))
     saved = os.environ.get("TMPDIR"), tempfile.tempdir
@@ -38,7 +40,9 @@ def temporary_directories_removed(tmp_path_factory: pytest.TempPathFactory) -> I
         else:
             os.environ["TMPDIR"] = saved[0]
         tempfile.tempdir = saved[1]
-        left = sorted(path.name for path in session.glob(LEFTOVER))
+        left = sorted(path.name for path in session.iterdir())
         shutil.rmtree(session, ignore_errors=True)
     if left:
-        pytest.fail(f"temporary directories left behind by the session: {', '.join(left)}", pytrace=False)
+        named = [name for name in left if Path(name).match(LEFTOVER)]
+        pytest.fail(f"temporary files left behind by the session: {', '.join(left)}"
+                    + (f" (the project's own: {', '.join(named)})" if named else ""), pytrace=False)
