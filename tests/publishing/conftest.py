@@ -23,6 +23,7 @@ from watchdog.model import (
     Severity,
     Snapshot,
     StageStatus,
+    VgpuSample,
     XidEvent,
 )
 
@@ -31,6 +32,9 @@ H100_UUID = "GPU-11111111-aaaa-bbbb-cccc-000000000000"
 A100_UUID = "GPU-22222222-aaaa-bbbb-cccc-000000000000"
 LOST_UUID = "GPU-33333333-aaaa-bbbb-cccc-000000000000"
 SPARSE_UUID = "GPU-44444444-aaaa-bbbb-cccc-000000000000"
+VGPU_HOST_UUID = "GPU-55555555-aaaa-bbbb-cccc-000000000000"
+VGPU_UUID = "7a1b2c3d-0000-4000-8000-000000000001"
+VM_ID = "5e6f7a8b-0000-4000-8000-00000000000a"
 MIG_OWNED = "MIG-aaaaaaaa-0000-0000-0000-000000000001"
 MIG_SHARED = "MIG-aaaaaaaa-0000-0000-0000-000000000002"
 MIG_IDLE = "MIG-aaaaaaaa-0000-0000-0000-000000000003"
@@ -99,8 +103,15 @@ def build_rich_snapshot(*, tenant_label: str | None = "team") -> Snapshot:
     )
     lost = GpuSample(index=2, uuid=LOST_UUID, name="NVIDIA H100 80GB HBM3", lost=True)
     sparse = GpuSample(index=3, uuid=SPARSE_UUID, name="NVIDIA L4", memory_total_bytes=24 * GIB)
+    vgpu_host = GpuSample(
+        index=4, uuid=VGPU_HOST_UUID, name="NVIDIA A100-SXM4-40GB", memory_total_bytes=40 * GIB,
+        vgpu_scheduler="equal_share",
+        vgpus=(VgpuSample(uuid=VGPU_UUID, type_name="GRID A100-10C", vm_id=VM_ID, vm_id_type="uuid",
+                          fb_used_bytes=6 * GIB, fb_total_bytes=10 * GIB, sm_util=0.5, memory_util=0.25,
+                          encoder_util=0.0, decoder_util=0.0),),
+    )
     sample = NodeSample(
-        node="node-a", tick=42, timestamp=1_700_000_123.25, gpus=(h100, a100, lost, sparse),
+        node="node-a", tick=42, timestamp=1_700_000_123.25, gpus=(h100, a100, lost, sparse, vgpu_host),
         xids=(XidEvent(0, H100_UUID, 79, 8, 1_700_000_100.0, gpu_instance=1, compute_instance=0),),
         driver_version="570.86.15",
     )

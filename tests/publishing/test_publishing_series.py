@@ -15,6 +15,7 @@ H100 = "GPU-11111111-aaaa-bbbb-cccc-000000000000"
 A100 = "GPU-22222222-aaaa-bbbb-cccc-000000000000"
 LOST = "GPU-33333333-aaaa-bbbb-cccc-000000000000"
 SPARSE = "GPU-44444444-aaaa-bbbb-cccc-000000000000"
+VGPU_HOST = "GPU-55555555-aaaa-bbbb-cccc-000000000000"
 MIG_OWNED = "MIG-aaaaaaaa-0000-0000-0000-000000000001"
 MIG_SHARED = "MIG-aaaaaaaa-0000-0000-0000-000000000002"
 MIG_IDLE = "MIG-aaaaaaaa-0000-0000-0000-000000000003"
@@ -58,7 +59,7 @@ def test_lost_gpu_and_none_values_leave_series_out(rich_snapshot, series):
     for name, family_rows in rows.items():
         if name not in ("gpu_watchdog_gpu_info", "gpu_watchdog_gpu_lost") and "gpu_uuid" in family_rows[0][0]:
             assert LOST not in uuids(family_rows), name
-    assert uuids(rows["gpu_watchdog_gpu_memory_total_bytes"]) == {H100, A100, SPARSE}
+    assert uuids(rows["gpu_watchdog_gpu_memory_total_bytes"]) == {H100, A100, SPARSE, VGPU_HOST}
     assert uuids(rows["gpu_watchdog_gpu_power_watts"]) == {H100, A100}  # SPARSE: power unknown → absent, not 0
     assert uuids(rows["gpu_watchdog_gpu_utilization_ratio"]) == {A100}  # not available in MIG mode
     assert uuids(rows["gpu_watchdog_mig_memory_used_bytes"], "mig_uuid") == {MIG_OWNED}
@@ -277,3 +278,17 @@ def test_a_pod_without_the_tenant_label_is_its_namespaces_tenant(rich_snapshot):
     snapshot = dataclasses.replace(rich_snapshot, attribution=dataclasses.replace(rich_snapshot.attribution, index=index))
     lines = [line for line in render(snapshot).decode().splitlines() if 'pod="ts-2"' in line and "tenant=" in line]
     assert lines and all('tenant="batch"' in line for line in lines)
+
+
+def test_vgpu_series_exist_on_the_vgpu_host_only(rich_snapshot, series):
+    rows = series(rich_snapshot)
+    vgpu_families = [name for name in rows if name.startswith("gpu_watchdog_vgpu_")]
+    assert len(vgpu_families) == 6
+    for name in vgpu_families:
+        assert uuids(rows[name]) == {VGPU_HOST}, name
+        (labels, _), = rows[name]
+        assert labels["vgpu_type"] == "GRID A100-10C" and labels["vm_id"] and labels["vgpu_uuid"]
+    (labels, value), = rows["gpu_watchdog_vgpu_framebuffer_used_bytes"]
+    assert value == 6 * 1024**3
+    (labels, value), = rows["gpu_watchdog_gpu_vgpu_scheduler_info"]
+    assert (labels["gpu_uuid"], labels["policy"], value) == (VGPU_HOST, "equal_share", 1)

@@ -35,6 +35,21 @@ nvmlDeviceGetProcessUtilization nvmlGpmQueryDeviceSupport nvmlGpmSampleAlloc nvm
 nvmlGpmMigSampleGet nvmlGpmMetricsGet nvmlEventSetCreate nvmlDeviceGetSupportedEventTypes nvmlDeviceRegisterEvents
 nvmlEventSetWait_v2 nvmlEventSetWait nvmlEventSetFree""".split()
 
+VGPU_FUNCTIONS = """nvmlDeviceGetVirtualizationMode nvmlDeviceGetHostVgpuMode nvmlDeviceGetActiveVgpus
+nvmlDeviceGetVgpuSchedulerState nvmlDeviceGetVgpuUtilization nvmlDeviceGetVgpuInstancesUtilizationInfo
+nvmlVgpuInstanceGetUUID nvmlVgpuInstanceGetVmID nvmlVgpuInstanceGetType nvmlVgpuInstanceGetFbUsage
+nvmlVgpuInstanceGetGpuInstanceId nvmlVgpuTypeGetName nvmlVgpuTypeGetFramebufferSize""".split()
+
+# The fields the simulation writes into each vGPU struct: ctypes accepts any attribute name on a Structure
+# instance, so a misspelt field would be set silently and never reach a reader of the real layout.
+VGPU_STRUCT_FIELDS = {
+    "c_nvmlVgpuInstanceUtilizationSample_t": {"vgpuInstance", "timeStamp", "smUtil", "memUtil", "encUtil", "decUtil"},
+    "c_nvmlVgpuInstanceUtilizationInfo_v1_t": {"vgpuInstance", "timeStamp", "smUtil", "memUtil", "encUtil",
+                                               "decUtil"},
+    "c_nvmlVgpuSchedulerGetState_t": {"schedulerPolicy", "arrMode"},
+    "c_nvmlValue_t": {"uiVal"},
+}
+
 
 @pytest.fixture
 def node():
@@ -100,6 +115,7 @@ def _literal_values(directory: Path) -> list[tuple[str, str, object]]:
 def test_every_simulated_function_has_pynvmls_signature(node):
     simulated = node.nvml.simulated_functions()
     assert set(BRIEF_FUNCTIONS) <= set(simulated)
+    assert set(VGPU_FUNCTIONS) <= set(simulated)
     for name in simulated:
         assert hasattr(pynvml, name), f"{name} is not a pynvml function"
         assert inspect.signature(getattr(node.nvml, name)) == inspect.signature(getattr(pynvml, name)), name
@@ -267,3 +283,57 @@ def test_clock_event_reason_table_of_the_exporter_is_pynvmls():
     for label, bit in CLOCK_EVENT_REASONS:
         constant = "nvmlClocksEventReason" + "".join(part.capitalize() for part in label.split("_"))
         assert getattr(pynvml, constant) == bit, f"{label} = {bit:#x}, but pynvml's {constant} differs"
+
+
+def _vgpu_node() -> SimulatedGpuNode:
+    sim = SimulatedGpuNode.from_scenario({"name": "vgpu", "gpus": [{"model": "A100-SXM4-40GB", "vgpu": {
+        "vms": [{"name": "vm-a", "type": "GRID A100-10C", "sm": {"base": 0.4}}]}}]}, SimClock())
+    sim.nvml.nvmlInit()
+    return sim
+
+
+def test_vgpu_struct_fields_written_are_pynvmls():
+    for struct, fields in VGPU_STRUCT_FIELDS.items():
+        declared = {field[0] for field in getattr(pynvml, struct)._fields_}
+        assert fields <= declared, f"{struct} has no field {sorted(fields - declared)}"
+    source = (ROOT / "watchdog" / "testbed" / "nvml" / "vgpu.py").read_text()
+    written = set(re.findall(r"(?:sample|state)\.(\w+)(?:\.uiVal)? = ", source))
+    every = set().union(*(fields for name, fields in VGPU_STRUCT_FIELDS.items() if name != "c_nvmlValue_t"))
+    assert written and written <= every, f"vgpu.py writes {sorted(written - every)}, not in VGPU_STRUCT_FIELDS"
+
+
+def test_vgpu_answers_have_pynvmls_types():
+    sim = _vgpu_node()
+    nvml = sim.nvml
+    gpu = nvml.nvmlDeviceGetHandleByIndex(0)
+    (instance,) = nvml.nvmlDeviceGetActiveVgpus(gpu)
+    assert type(instance) is int  # a c_uint array element reads back as int (pynvml.py, nvmlDeviceGetActiveVgpus)
+    vm_id, id_type = nvml.nvmlVgpuInstanceGetVmID(instance)
+    assert isinstance(vm_id, str) and id_type == pynvml.NVML_VGPU_VM_ID_UUID
+    assert isinstance(nvml.nvmlVgpuInstanceGetUUID(instance), str)
+    (sample,) = nvml.nvmlDeviceGetVgpuUtilization(gpu, 0)
+    assert type(sample) is pynvml.c_nvmlVgpuInstanceUtilizationSample_t
+    assert sample.vgpuInstance == instance and sample.smUtil.uiVal == 40
+    (info,) = nvml.nvmlDeviceGetVgpuInstancesUtilizationInfo(gpu, 0)
+    assert type(info) is pynvml.c_nvmlVgpuInstanceUtilizationInfo_v1_t
+    state = nvml.nvmlDeviceGetVgpuSchedulerState(gpu)
+    assert type(state) is pynvml.c_nvmlVgpuSchedulerGetState_t
+    assert state.schedulerPolicy == pynvml.NVML_VGPU_SCHEDULER_POLICY_BEST_EFFORT
+    with pytest.raises(pynvml.NVMLError_NotFound):
+        nvml.nvmlDeviceGetVgpuUtilization(gpu, sample.timeStamp + 1)
+    with pytest.raises(pynvml.NVMLError_NotFound):
+        nvml.nvmlVgpuInstanceGetUUID(instance + 1)
+    with pytest.raises(pynvml.NVMLError_InvalidArgument):
+        nvml.nvmlVgpuInstanceGetUUID(0)
+    sim.close()
+
+
+def test_vgpu_calls_on_a_gpu_that_is_no_vgpu_host_answer_not_supported(node):
+    nvml = node.nvml
+    gpu = nvml.nvmlDeviceGetHandleByIndex(0)
+    assert nvml.nvmlDeviceGetVirtualizationMode(gpu) == pynvml.NVML_GPU_VIRTUALIZATION_MODE_NONE
+    for name in VGPU_FUNCTIONS:
+        if name.startswith("nvmlDevice") and name != "nvmlDeviceGetVirtualizationMode":
+            args = (gpu, 0) if "Utilization" in name else (gpu,)
+            with pytest.raises(pynvml.NVMLError_NotSupported):
+                getattr(nvml, name)(*args)

@@ -8,7 +8,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from watchdog.model import Attribution, GpuSample, MigSample, NodeSample, PodInfo, ProcessSample, XidEvent
+from watchdog.model import (Attribution, GpuSample, MigSample, NodeSample, PodInfo, ProcessSample, VgpuSample,
+                            XidEvent)
 from watchdog.trace import TraceError, TraceHeader, TraceWriter, encode_tick, read_trace, schema
 
 HEADER = {"format": "gpu-watchdog-trace", "version": 1, "node": "node-a", "tick_seconds": 1.0,
@@ -58,7 +59,7 @@ def test_every_written_line_validates_against_the_shipped_schema(
 @pytest.mark.parametrize(
     ("definition", "cls"),
     [("process", ProcessSample), ("mig", MigSample), ("gpu", GpuSample), ("xid", XidEvent), ("sample", NodeSample),
-     ("pod", PodInfo)],
+     ("pod", PodInfo), ("vgpu", VgpuSample)],
 )
 def test_schema_covers_every_model_field(definition: str, cls: type) -> None:
     """A field added to watchdog.model must be added to the trace schema (and docs) too, or traces break."""

@@ -17,8 +17,8 @@ from watchdog.model.findings import (REPORT_ONLY_KINDS, Change, Finding, Finding
                                      finding_changes, material)
 from watchdog.model.pods import (GPU_RESOURCES, MIG_RESOURCE_PREFIX, MIRROR_ANNOTATION, Attribution, ContainerInfo, DeviceAssignment, HostProcess, PodIndex,
                                  PodInfo, PodRef, is_gpu_resource)
-from watchdog.model.samples import (EMPTY, NOT_ATTRIBUTABLE, PROCESS_MODES, GpuSample, MigSample, NodeSample,
-                                     ProcessSample, Rejection, XidEvent)
+from watchdog.model.samples import (EMPTY, NOT_ATTRIBUTABLE, PROCESS_MODES, VGPU_SCHEDULERS, GpuSample, MigSample,
+                                     NodeSample, ProcessSample, Rejection, VgpuSample, XidEvent)
 from watchdog.model.sharing import SHARING_STRATEGIES, DeviceSharing
 from watchdog.model.usage import DeviceUsage, PodUsage
 from watchdog.model.tick import Snapshot, StageStatus, TickResult, XidKey
@@ -57,6 +57,8 @@ __all__ = [
     "FindingKind",
     "GpuSample",
     "MigSample",
+    "VgpuSample",
+    "VGPU_SCHEDULERS",
     "Mode",
     "NodeSample",
     "PodIndex",

@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from watchdog.model.samples import GpuSample, MigSample, ProcessSample, Rejection, XidEvent
+from watchdog.model.samples import GpuSample, MigSample, ProcessSample, Rejection, VgpuSample, XidEvent
 
 MIG_CONFIG_CHANGE = 0x100  # nvml.h nvmlEventMigConfigChange
 MAX_GPU_INDEX = 1023  # NVML indices are 0 … count − 1; no node holds a thousand GPUs
@@ -53,6 +53,8 @@ _GPU_RANGES = (
 _MIG_RANGES = (("dram_bw_util", "ratio", *_RATIO), ("sm_util", "ratio", *_RATIO), ("sm_occupancy", "ratio", *_RATIO),
                ("ctxsw_active", "ratio", *_RATIO), ("ctxsw_per_second", "context_switch", 0.0, MAX_CTXSW_PER_SECOND))
 _PROCESS_RANGES = (("sm_util", "ratio", *_RATIO), ("memory_util", "ratio", *_RATIO))
+_VGPU_RANGES = (("sm_util", "ratio", *_RATIO), ("memory_util", "ratio", *_RATIO), ("encoder_util", "ratio", *_RATIO),
+                ("decoder_util", "ratio", *_RATIO))
 _MEMORY = ("memory_total_bytes", "memory_used_bytes", "memory_reserved_bytes")
 _DROP_MEMORY = dict.fromkeys(_MEMORY)
 
@@ -223,8 +225,37 @@ def _mig(mig: MigSample, found: Found, *, gpu_total: int | None, link: float | N
     return dataclasses.replace(mig, **changes) if changes else mig
 
 
+def _vgpus(vgpus: tuple[VgpuSample, ...], found: Found, *, gpu_total: int | None) -> tuple[VgpuSample, ...]:
+    """Each vGPU's framebuffer within its type's (and its type's within the GPU's), its ratios in 0 … 1; a refused
+    reading is named by the vGPU's UUID and set to None."""
+    ceiling = MAX_MEMORY_BYTES if gpu_total is None or not 1 <= gpu_total <= MAX_MEMORY_BYTES \
+        else gpu_total + MEMORY_SLACK_BYTES
+    out, changed = [], False
+    for vgpu in vgpus:
+        changes: dict[str, Any] = {}
+        total, used = vgpu.fb_total_bytes, vgpu.fb_used_bytes
+        if total is not None and not 1 <= total <= ceiling:
+            found.add("memory", vgpu.uuid, "fb_total_bytes", total, f"a vGPU's framebuffer is > 0 and at most "
+                                                                    f"{ceiling} bytes")
+            changes["fb_total_bytes"] = total = None
+        high = ceiling if total is None else total + MEMORY_SLACK_BYTES
+        if used is not None and not 0 <= used <= high:
+            found.add("memory", vgpu.uuid, "fb_used_bytes", used, f"outside the plausible range 0 … {high} "
+                                                                  "(its framebuffer)")
+            changes["fb_used_bytes"] = None
+        _ranges(vgpu, _VGPU_RANGES, vgpu.uuid, found, changes)
+        if changes:
+            vgpu, changed = dataclasses.replace(vgpu, **changes), True
+        out.append(vgpu)
+    return tuple(out) if changed else vgpus
+
+
 def check_gpu(gpu: GpuSample, instances: tuple[MigSample, ...], found: Found) -> GpuSample:
     """``gpu`` with ``instances`` (already admitted on identity) and every implausible reading set to None."""
+    if gpu.vgpus:
+        vgpus = _vgpus(gpu.vgpus, found, gpu_total=gpu.memory_total_bytes)
+        if vgpus is not gpu.vgpus:
+            gpu = dataclasses.replace(gpu, vgpus=vgpus)
     if _plausible_gpu(gpu):  # the common case, in straight-line code: only the instances are left to check
         total, link = gpu.memory_total_bytes, gpu.pcie_link_bytes_per_second
         ceiling = MAX_MEMORY_BYTES if total is None else total + MEMORY_SLACK_BYTES

@@ -58,6 +58,31 @@ class MigSample:
     ctxsw_per_second: float | None = None
 
 
+VGPU_SCHEDULERS = ("best_effort", "equal_share", "fixed_share")
+"""The vGPU scheduler policies a GpuSample's ``vgpu_scheduler`` can name (NVML_VGPU_SCHEDULER_POLICY_*)."""
+
+
+@dataclass(frozen=True, slots=True)
+class VgpuSample:
+    """One active vGPU instance on a vGPU host GPU, as NVML's host-side vGPU calls describe it.
+
+    ``vm_id`` is the VM's identity as the hypervisor gives it and ``vm_id_type`` says which kind ("uuid" on KVM,
+    hence KubeVirt; "domain_id" on Xen): nvmlVgpuInstanceGetVmID.
+    """
+
+    uuid: str
+    type_name: str  # nvmlVgpuTypeGetName, e.g. "GRID A100-4C"
+    vm_id: str
+    vm_id_type: str  # "uuid" | "domain_id"
+    fb_used_bytes: int | None = None  # nvmlVgpuInstanceGetFbUsage
+    fb_total_bytes: int | None = None  # nvmlVgpuTypeGetFramebufferSize of its type
+    gpu_instance: int | None = None  # the GPU instance of a MIG-backed vGPU; None when time-sliced
+    sm_util: float | None = None  # 0–1, nvmlDeviceGetVgpuUtilization smUtil
+    memory_util: float | None = None  # 0–1, memUtil
+    encoder_util: float | None = None  # 0–1, encUtil
+    decoder_util: float | None = None  # 0–1, decUtil
+
+
 @dataclass(frozen=True, slots=True)
 class GpuSample:
     """One physical GPU, with its MIG devices when MIG is enabled."""
@@ -90,6 +115,9 @@ class GpuSample:
     pcie_link_bytes_per_second: float | None = None
     instances: tuple[MigSample, ...] = ()
     processes: tuple[ProcessSample, ...] = ()  # only when not in MIG mode
+    # Only on a vGPU host GPU: its active vGPUs and its vGPU scheduler policy (one of VGPU_SCHEDULERS, or "unknown").
+    vgpus: tuple[VgpuSample, ...] = ()
+    vgpu_scheduler: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

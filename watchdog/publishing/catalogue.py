@@ -15,6 +15,7 @@ PREFIX = "gpu_watchdog_"
 
 GPU_LABELS = ("node", "gpu", "gpu_uuid")
 MIG_LABELS = GPU_LABELS + ("mig_uuid", "gpu_instance", "compute_instance", "profile")
+VGPU_LABELS = GPU_LABELS + ("vgpu_uuid", "vgpu_type", "vm_id")
 POD_LABELS = ("namespace", "pod", "container")
 TENANT_LABEL = "tenant"
 
@@ -112,6 +113,24 @@ GPU_PROCESSES_BY_MODE = _gauge(
     "compute, mps (an MPS client), graphics, joined by + when several did. Only modes present have a series.",
     GPU_LABELS + ("mode",),
 )
+
+# ------------------------------------------------------------------------------- per vGPU (vGPU hosts only)
+# A KubeVirt VM's vGPU on a vGPU host GPU; attribution to namespace/pod/VMI is not made yet, so vm_id (the VM's UUID
+# on KVM) is the join key.
+GPU_VGPU_SCHEDULER = _gauge(
+    "gpu_vgpu_scheduler_info", "vGPU scheduler policy of a vGPU host GPU (best_effort, equal_share, fixed_share or "
+    "unknown); always 1.", GPU_LABELS + ("policy",),
+)
+VGPU_FB_USED = _gauge("vgpu_framebuffer_used_bytes", "Framebuffer in use by the vGPU.", VGPU_LABELS, unit="bytes")
+VGPU_FB_TOTAL = _gauge("vgpu_framebuffer_total_bytes", "Framebuffer of the vGPU's type.", VGPU_LABELS, unit="bytes")
+VGPU_SM_UTIL = _gauge("vgpu_sm_utilization_ratio", "SM utilisation of the vGPU.", VGPU_LABELS, unit="ratio")
+VGPU_MEMORY_UTIL = _gauge(
+    "vgpu_memory_utilization_ratio", "Memory controller utilisation of the vGPU.", VGPU_LABELS, unit="ratio"
+)
+VGPU_ENCODER_UTIL = _gauge("vgpu_encoder_utilization_ratio", "Encoder utilisation of the vGPU.", VGPU_LABELS,
+                           unit="ratio")
+VGPU_DECODER_UTIL = _gauge("vgpu_decoder_utilization_ratio", "Decoder utilisation of the vGPU.", VGPU_LABELS,
+                           unit="ratio")
 
 # ----------------------------------------------------------------------------------- per MIG instance
 _MIG_HELP_OWNER = " Pod labels are set when exactly one pod owns the instance, empty otherwise."

@@ -67,6 +67,17 @@ _MIG_VALUES: tuple[tuple[c.FamilySpec, str], ...] = (
 )
 
 
+_VGPU_VALUES: tuple[tuple[c.FamilySpec, str], ...] = (
+    (c.VGPU_FB_USED, "fb_used_bytes"),
+    (c.VGPU_FB_TOTAL, "fb_total_bytes"),
+    (c.VGPU_SM_UTIL, "sm_util"),
+    (c.VGPU_MEMORY_UTIL, "memory_util"),
+    (c.VGPU_ENCODER_UTIL, "encoder_util"),
+    (c.VGPU_DECODER_UTIL, "decoder_util"),
+)
+_VGPU_READ = attrgetter(*(attribute for _, attribute in _VGPU_VALUES))
+
+
 # A GPU instance's numbers, which every compute instance of a split GI repeats (nvmlDeviceGetMemoryInfo on a CI
 # handle answers the GI's memory; GPM DRAM, PCIe and context switching are sampled per GI): on a split GI they name
 # no single pod.
@@ -118,6 +129,8 @@ def add_device_series(book: FamilyBook, *, sample: NodeSample, owners: Owners) -
             _add_claims(book, base=base + (mig.uuid,), device_uuid=mig.uuid, owners=owners)
         _add_pod_shares(base=base + ("",), users=usage.get(gpu.uuid, ()), owners=owners, appends=share_appends)
         _add_claims(book, base=base + ("",), device_uuid=gpu.uuid, owners=owners)
+        if gpu.vgpus or gpu.vgpu_scheduler is not None:
+            _add_vgpus(book, gpu=gpu, base=base)
 
 
 def _split_gpu_instances(gpu: GpuSample) -> frozenset[int]:
@@ -153,6 +166,18 @@ def _add_gpu(book: FamilyBook, *, gpu: GpuSample, base: tuple[str, ...], appends
         by_mode = book[c.GPU_PROCESSES_BY_MODE]
         for mode, count in sorted(modes.items()):
             by_mode.add(base + (mode,), count)
+
+
+def _add_vgpus(book: FamilyBook, *, gpu: GpuSample, base: tuple[str, ...]) -> None:
+    """A vGPU host GPU's scheduler policy and its vGPUs' series (none on any other GPU)."""
+    if gpu.vgpu_scheduler is not None:
+        book[c.GPU_VGPU_SCHEDULER].add(base + (gpu.vgpu_scheduler,), 1)
+    families = [book[spec] for spec, _ in _VGPU_VALUES]
+    for vgpu in gpu.vgpus:
+        labels = base + (vgpu.uuid, vgpu.type_name, vgpu.vm_id)
+        for family, value in zip(families, _VGPU_READ(vgpu)):
+            if value is not None:
+                family.add(labels, value)
 
 
 def _add_claims(book: FamilyBook, *, base: tuple[str, ...], device_uuid: str, owners: Owners) -> None:

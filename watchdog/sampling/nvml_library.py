@@ -7,6 +7,7 @@ the import-linter contract in pyproject.toml hold the line: pynvml appears nowhe
 
 from __future__ import annotations
 
+import ctypes
 from types import ModuleType
 
 
@@ -20,7 +21,31 @@ def load() -> ModuleType:
         import pynvml
     except ImportError as exc:  # pragma: no cover - the dependency is declared in pyproject.toml
         raise NvmlLibraryMissing("nvidia-ml-py is not installed: pip install nvidia-ml-py") from exc
+    _correct(pynvml)
     return pynvml
+
+
+def _correct(pynvml: ModuleType) -> None:
+    """Replace the bindings nvidia-ml-py gets wrong, here where the module is loaded, so every caller gets the fix.
+
+    ``nvmlVgpuInstanceGetFbUsage``: nvml.h declares ``nvmlReturn_t nvmlVgpuInstanceGetFbUsage(nvmlVgpuInstance_t,
+    unsigned long long *fbUsage)``, but nvidia-ml-py 13.615.71 hands the driver a 4-byte ``c_uint``: the driver's
+    8-byte write runs past it, and a framebuffer use of 4 GiB or more reads wrapped. The corrected binding passes a
+    ``c_ulonglong``, through the same function pointer and return check pynvml uses.
+    """
+    if not hasattr(pynvml, "_nvmlGetFunctionPointer") or not hasattr(pynvml, "_nvmlCheckReturn"):
+        return
+    if getattr(pynvml, "_watchdog_corrected", False):
+        return
+
+    def nvmlVgpuInstanceGetFbUsage(vgpuInstance):  # noqa: N802 - NVML's name
+        usage = ctypes.c_ulonglong(0)
+        function = pynvml._nvmlGetFunctionPointer("nvmlVgpuInstanceGetFbUsage")
+        pynvml._nvmlCheckReturn(function(vgpuInstance, ctypes.byref(usage)))
+        return usage.value
+
+    pynvml.nvmlVgpuInstanceGetFbUsage = nvmlVgpuInstanceGetFbUsage
+    pynvml._watchdog_corrected = True
 
 
 def load_usable() -> ModuleType:

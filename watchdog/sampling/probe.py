@@ -22,6 +22,7 @@ from watchdog.sampling.gpm import DRAM_BW_UTIL, PCIE_RX_PER_SEC, PCIE_TX_PER_SEC
 from watchdog.sampling.inventory import text
 from watchdog.sampling.probe_events import probe_events
 from watchdog.sampling.probe_gpm import GR0_CTXSW, OTHER_ENGINES_CTXSW_ACTIVE_PCT, probe_gpm
+from watchdog.sampling.probe_vgpu import probe_vgpu
 from watchdog.sampling.processes import PROCESS_LISTS
 
 # The process lists the sampler asks on every device, MIG handles included: each unversioned call (_v3 underneath)
@@ -51,7 +52,7 @@ def jsonable(value: Any, depth: int = 0) -> Any:
         return jsonable(value.value, depth + 1)
     if isinstance(value, (ctypes._Pointer, ctypes.c_void_p)):
         return f"<handle 0x{ctypes.cast(value, ctypes.c_void_p).value or 0:x}>"
-    if isinstance(value, ctypes.Structure):
+    if isinstance(value, (ctypes.Structure, ctypes.Union)):  # a union (c_nvmlValue_t) shows each reading of it
         return {name: jsonable(getattr(value, name), depth + 1) for name, *_ in value._fields_}
     if isinstance(value, (list, tuple, ctypes.Array)):
         return [jsonable(item, depth + 1) for item in list(value)[:64]]
@@ -138,6 +139,7 @@ def _probe_gpu(record: _Recorder, nvml: ModuleType, *, gpu: dict, handle: Any, g
     for label, function, constant, header_value in _GPU_CALLS_WITH_ARGUMENT:
         record(calls, label, function, handle, getattr(nvml, constant, header_value))
     record(calls, "nvmlDeviceGetProcessUtilization", "nvmlDeviceGetProcessUtilization", handle, 0)
+    probe_vgpu(record, gpu=gpu, handle=handle)
     uuid = calls["nvmlDeviceGetUUID"].get("value", f"gpu{gpu['index']}")
     gpu["uuid"] = uuid
     gpm = bool(calls["nvmlGpmQueryDeviceSupport"].get("value", {}).get("isSupportedDevice"))

@@ -46,7 +46,17 @@ _FORMATS: dict[str, tuple[Callable[[Any], str], str, Callable[[Any], str] | None
     "percent": (lambda value: f"{value:.1f}", " %", None),
     "mib_per_second": (lambda value: f"{value:.1f}", " MiB/s", None),  # nvml.h: PCIE_TX/RX_PER_SEC are MiB/s
     "per_second": (lambda value: f"{value:.1f}", " /s", None),
+    # vGPU host calls (nvml.h: NVML_GPU_VIRTUALIZATION_MODE_*, NVML_HOST_VGPU_MODE_*, NVML_VGPU_SCHEDULER_POLICY_*)
+    "virtualization": (lambda value: _VIRTUALIZATION.get(value, str(value)), "", None),
+    "host_vgpu_mode": (lambda value: {0: "non-SR-IOV", 1: "SR-IOV"}.get(value, str(value)), "", None),
+    "vgpus": (lambda value: str(len(value)), " active vGPUs", None),
+    "vgpu_scheduler": (lambda value: _POLICIES.get(value.get("schedulerPolicy"), "unknown"), "", None),
+    "vm_id": (lambda value: f"{value[0]} ({'uuid' if value[1] == 1 else 'domain id'})", "", None),
+    "gib": (lambda value: f"{value / _GIB:.1f}", " GiB", None),
+    "gpu_instance": (lambda value: "none" if value == 0xFFFFFFFF else str(value), "", None),
 }
+_VIRTUALIZATION = {0: "none (bare metal)", 1: "passthrough", 2: "vGPU guest", 3: "vGPU host", 4: "vSGA host"}
+_POLICIES = {1: "best_effort", 2: "equal_share", 3: "fixed_share"}
 # (call as the report names it, its fallback or None, format), in the sampler's order.
 _PROCESS_ROWS = (
     ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetComputeRunningProcesses_v2", "processes"),
@@ -69,6 +79,21 @@ _GPU_ROWS = (
     *_PROCESS_ROWS,
     ("nvmlDeviceGetProcessUtilization", None, "samples"),
     ("nvmlGpmQueryDeviceSupport", None, "gpm_support"),
+    ("nvmlDeviceGetVirtualizationMode", None, "virtualization"),
+    ("nvmlDeviceGetHostVgpuMode", None, "host_vgpu_mode"),
+    ("nvmlDeviceGetActiveVgpus", None, "vgpus"),
+    ("nvmlDeviceGetVgpuSchedulerState", None, "vgpu_scheduler"),
+    ("nvmlDeviceGetVgpuUtilization", None, "samples"),
+    ("nvmlDeviceGetVgpuInstancesUtilizationInfo", None, "samples"),
+)
+_VGPU_ROWS = (
+    ("nvmlVgpuInstanceGetUUID", None, "text"),
+    ("nvmlVgpuInstanceGetVmID", None, "vm_id"),
+    ("nvmlVgpuInstanceGetType", None, "text"),
+    ("nvmlVgpuTypeGetName", None, "text"),
+    ("nvmlVgpuTypeGetFramebufferSize", None, "gib"),
+    ("nvmlVgpuInstanceGetFbUsage", None, "gib"),
+    ("nvmlVgpuInstanceGetGpuInstanceId", None, "gpu_instance"),
 )
 _MIG_ROWS = (("nvmlDeviceGetMemoryInfo_v2", "nvmlDeviceGetMemoryInfo", "memory"), *_PROCESS_ROWS)
 _GPU_IDENTITY = ("nvmlDeviceGetHandleByIndex", "nvmlDeviceGetUUID", "nvmlDeviceGetName", "nvmlDeviceGetMigMode",
@@ -77,7 +102,8 @@ _MIG_IDENTITY = ("nvmlDeviceGetMigDeviceHandleByIndex", "nvmlDeviceGetUUID", "nv
                  "nvmlDeviceGetGpuInstanceId", "nvmlDeviceGetComputeInstanceId")
 # Answers that mean "supported, nothing to report" (watchdog.sampling.processes: NotFound, or pynvml's
 # NVMLError(SUCCESS), when no utilisation sample is newer than the timestamp asked for).
-_EMPTY = {"nvmlDeviceGetProcessUtilization": {"not_found", "nvml_error_0"}}
+_EMPTY = {"nvmlDeviceGetProcessUtilization": {"not_found", "nvml_error_0"},
+          "nvmlDeviceGetVgpuUtilization": {"not_found"}, "nvmlDeviceGetVgpuInstancesUtilizationInfo": {"not_found"}}
 _UNUSED_GPM = {GR0_CTXSW[0], GR0_CTXSW[1], GR0_CTXSW[3]}  # asked to see them answered; the sampler reads neither
 _OTHER_ENGINES = "GPM GR1..GR7_CTXSW_ACTIVE_PCT"
 
@@ -213,6 +239,10 @@ def _gpu(table: _Table, gpu: Mapping[str, Any], *, interval: float) -> None:
                 if mig.get("calls", {}).get("nvmlDeviceGetMigDeviceHandleByIndex", {}).get("supported")]
         _device_rows(table, 4, [(name, calls) for name, calls, _ in live], _MIG_ROWS)
         _gpm_rows(table, 4, [(name, gpm) for name, _, gpm in live], interval=interval)
+    vgpus = gpu.get("vgpus", ())
+    if vgpus:
+        table.wrapped("  vGPUs (nvmlDeviceGetActiveVgpus) " + ", ".join(str(vgpu["instance"]) for vgpu in vgpus), 4)
+        _device_rows(table, 4, [(str(vgpu["instance"]), vgpu.get("calls", {})) for vgpu in vgpus], _VGPU_ROWS)
     instances = gpu.get("gpu_instances", ())
     if instances:
         table.wrapped("  GPU instances (nvmlGpmMigSampleGet on the GPU's handle) "

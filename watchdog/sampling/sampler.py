@@ -27,6 +27,7 @@ from watchdog.sampling.pcie_link import link_bytes_per_second
 from watchdog.sampling.inventory import GpuEntry, MigEntry, enumerate_instances, open_gpu, read_mig_mode, text
 from watchdog.sampling.processes import ProcessReader
 from watchdog.sampling.structs import FieldReader
+from watchdog.sampling.vgpu import VgpuReader
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +63,7 @@ class NvmlSampler:
         self._processes = ProcessReader(
             nvml, self._guard, clock=clock, hold_seconds=self._settings.process_util_hold_seconds
         )
+        self._vgpus = VgpuReader(nvml, self._guard, clock=clock, hold_seconds=self._settings.process_util_hold_seconds)
         self._gpus: list[GpuEntry] = []
         self._gate = PlausibilityGate(quarantine_ticks=self._settings.quarantine_ticks)
         self._layout_generation = 0  # bumped at every MIG enumeration: the gate's continuity check reads it
@@ -236,6 +238,7 @@ class NvmlSampler:
             if not guard.is_unsupported(key, "nvmlDeviceGetProcessUtilization"):
                 shares = self._processes.utilisation(key, handle)
             processes = self._processes.samples(self._processes.running(key, handle, mig=False), shares)
+        vgpus, vgpu_scheduler = self._vgpus.read(key, handle)
         return GpuSample(
             index=entry.index,
             uuid=key,
@@ -264,6 +267,8 @@ class NvmlSampler:
             ),
             instances=instances,
             processes=processes,
+            vgpus=vgpus,
+            vgpu_scheduler=vgpu_scheduler,
         )
 
     # ------------------------------------------------------------------------------------ MIG instances

@@ -213,3 +213,46 @@ def place_instances(model: GpuModel, entries: list[LayoutEntry] | tuple[LayoutEn
             placed.append(Placement(slot=start + offset, gpu_instance=gi, compute_instance=ci, profile=ci_profile,
                                     gi_compute_instances=len(cis)))
     return tuple(placed)
+
+
+# ---------------------------------------------------------------------------------------------------- vGPU types
+
+@dataclass(frozen=True, slots=True)
+class VgpuType:
+    """One time-sliced C-series (compute) vGPU type a vGPU host offers for its GPU model.
+
+    Names, framebuffers and per-GPU maxima follow the NVIDIA Virtual GPU Software user guide, "Virtual GPU Types for
+    Supported GPUs" (A100 PCIe/SXM4 40GB, H100 80GB). A100 types carry the older ``GRID`` prefix and H100 types the
+    ``NVIDIA`` prefix, as the NVIDIA GPU Operator's extended resources name them (``nvidia.com/GRID_A100-4C``);
+    the type ids are this simulation's own (a real driver numbers its types per release).
+    """
+
+    type_id: int  # nvmlVgpuTypeId_t
+    name: str  # nvmlVgpuTypeGetName
+    framebuffer_gib: int
+    max_instances: int  # per physical GPU
+
+    @property
+    def framebuffer_bytes(self) -> int:  # nvmlVgpuTypeGetFramebufferSize answers bytes
+        return self.framebuffer_gib << 30
+
+
+def _vgpu_types(first_id: int, prefix: str, total_gib: int, sizes: tuple[int, ...]) -> tuple[VgpuType, ...]:
+    return tuple(VgpuType(first_id + position, f"{prefix}-{size}C", size, total_gib // size)
+                 for position, size in enumerate(sizes))
+
+
+VGPU_TYPES: dict[str, tuple[VgpuType, ...]] = {
+    "A100-SXM4-40GB": _vgpu_types(460, "GRID A100", 40, (4, 5, 8, 10, 20, 40)),
+    "H100-80GB-HBM3": _vgpu_types(760, "NVIDIA H100", 80, (10, 20, 40, 80)),
+}
+
+
+def vgpu_type(model_key: str, name: str) -> VgpuType:
+    """The vGPU type of that name on that GPU model, or ValueError listing the ones it has."""
+    types = VGPU_TYPES.get(model_key, ())
+    for candidate in types:
+        if candidate.name == name:
+            return candidate
+    offered = ", ".join(t.name for t in types) or "none (no vGPU types are simulated for it)"
+    raise ValueError(f"{name!r} is not a vGPU type of {model_key}; it offers {offered}")

@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 from pydantic import Field, ValidationError, model_validator
 
-from watchdog.testbed.profiles import GPU_MODELS, place_instances
+from watchdog.testbed.profiles import GPU_MODELS, place_instances, vgpu_type
 from watchdog.testbed.scenario_parts import (
     ClusterSpec,
     DeviceRef,
@@ -100,6 +100,8 @@ def _check_references(scenario: Scenario) -> None:
         if limit is not None and not model.min_power_limit_watts <= limit <= model.power_limit_watts:
             raise ValueError(f"gpus.{index}.power_limit_watts: {limit} outside "
                              f"{model.min_power_limit_watts}–{model.power_limit_watts} W of a {model.key}")
+        if gpu.vgpu is not None:
+            _check_vgpu_host(gpu, f"gpus.{index}")
     seen: set[str] = set()
     for index, pod in enumerate(scenario.pods):
         if pod.key in seen:
@@ -130,6 +132,30 @@ def _check_references(scenario: Scenario) -> None:
                 raise ValueError(f"faults.{index}.mig{exc}") from None
 
 
+def _check_vgpu_host(gpu: GpuSpec, where: str) -> None:
+    """Time-sliced vGPUs of one type, no more than the type allows per GPU, on a GPU that is nothing else."""
+    if gpu.mig is not None or gpu.mps or gpu.replicas is not None:
+        raise ValueError(f"{where}.vgpu: a vGPU host GPU is simulated without mig, mps and replicas")
+    vms = gpu.vgpu.vms if gpu.vgpu is not None else []
+    types = set()
+    for position, vm in enumerate(vms):
+        try:
+            types.add(vgpu_type(gpu.model, vm.type))
+        except ValueError as exc:
+            raise ValueError(f"{where}.vgpu.vms.{position}.type: {exc}") from None
+        if vm.end_tick is not None and vm.end_tick <= vm.start_tick:
+            raise ValueError(f"{where}.vgpu.vms.{position}.end_tick: must be after start_tick")
+    if len(types) > 1:
+        raise ValueError(f"{where}.vgpu.vms: time-sliced vGPUs on one GPU share one type; got "
+                         f"{sorted(t.name for t in types)}")
+    if types and len(vms) > next(iter(types)).max_instances:
+        kind = next(iter(types))
+        raise ValueError(f"{where}.vgpu.vms: {len(vms)} VMs but a {gpu.model} holds at most {kind.max_instances} "
+                         f"{kind.name}")
+    if len({vm.name for vm in vms}) != len(vms):
+        raise ValueError(f"{where}.vgpu.vms: VM names must be unique on the GPU")
+
+
 def _check_claims(scenario: Scenario) -> None:
     """A claim needs a DRA node and a device; pods sharing a claim share its one device."""
     devices: dict[tuple[str, str], tuple[int, int | None]] = {}
@@ -150,6 +176,8 @@ def _check_device(scenario: Scenario, ref: DeviceRef, where: str, *, any_instanc
     if ref.gpu >= len(scenario.gpus):
         raise ValueError(f"{where}.gpu: {ref.gpu} but the node has {len(scenario.gpus)} GPUs")
     gpu = scenario.gpus[ref.gpu]
+    if gpu.vgpu is not None and not any_instance:
+        raise ValueError(f"{where}.gpu: GPU {ref.gpu} is a vGPU host; its work runs in VMs (vgpu.vms)")
     if gpu.mig is None:
         if ref.instance is not None:
             raise ValueError(f"{where}.instance: GPU {ref.gpu} is not in MIG mode")

@@ -46,6 +46,30 @@ def mig_device_profiles(model: str, mig: MigLayout) -> list[str]:
     return [placement.profile.name for placement in place_instances(GPU_MODELS[model], layout_entries(mig))]
 
 
+class VmSpec(Strict):
+    """One KubeVirt VM with a vGPU of ``type`` on a vGPU host GPU."""
+
+    name: str = Field(min_length=1)  # the VM's name; its VM id (a UUID) is derived from it and the seed
+    type: str = Field(min_length=1)  # a vGPU type of the GPU's model (profiles.VGPU_TYPES), e.g. "GRID A100-4C"
+    sm: Curve = Curve()  # 0–1 of the vGPU's time slice: nvmlDeviceGetVgpuUtilization smUtil
+    memory: Curve = Curve()  # framebuffer used, bytes (at most the type's framebuffer): nvmlVgpuInstanceGetFbUsage
+    dram: Curve = Curve()  # 0–1, memory controller busy: memUtil
+    start_tick: int = Field(default=0, ge=0)
+    end_tick: int | None = Field(default=None, ge=0)
+
+    def running(self, tick: int) -> bool:
+        return self.start_tick <= tick and (self.end_tick is None or tick < self.end_tick)
+
+
+class VgpuSpec(Strict):
+    """The GPU is a vGPU host (NVIDIA vGPU manager, as the GPU Operator's sandbox workloads install it): its VMs
+    hold time-sliced vGPUs, all of one type (the vGPU user guide: time-sliced vGPUs on one GPU share a type unless
+    mixed-size mode is on, which this simulation does not model), scheduled by ``scheduler``."""
+
+    scheduler: Literal["best_effort", "equal_share", "fixed_share"] = "best_effort"
+    vms: list[VmSpec] = []
+
+
 class GpuSpec(Strict):
     model: ModelKey
     mig: MigLayout | None = None  # GPU instance profiles (or {gi, ci} splits); None = MIG disabled
@@ -69,6 +93,8 @@ class GpuSpec(Strict):
     gpm_ctxsw: bool = True
     # nvmlDeviceGetPersistenceMode's answer (only `gpu-watchdog probe` asks it).
     persistence_mode: bool = True
+    # A vGPU host GPU: NVML's vGPU host calls answer from its VMs; None: every vGPU call answers NotSupported.
+    vgpu: VgpuSpec | None = None
 
 
 class DeviceRef(Strict):

@@ -31,6 +31,7 @@ from watchdog.model import (
     PodRef,
     ProcessSample,
     Rejection,
+    VgpuSample,
     XidEvent,
 )
 
@@ -39,7 +40,7 @@ Json = dict[str, Any]
 # Fields whose dataclass annotation is a float: JSON has one number type, so 300.0 may come back as 300;
 # decoding turns these back into floats so that types, not only values, survive the round trip.
 # Likewise JSON Schema's "integer" admits 3.0, which must come back as the int 3.
-_TYPED = (ProcessSample, MigSample, GpuSample, XidEvent, NodeSample, PodInfo)
+_TYPED = (ProcessSample, MigSample, VgpuSample, GpuSample, XidEvent, NodeSample, PodInfo)
 _FLOAT_FIELDS = {cls: frozenset(f.name for f in fields(cls) if str(f.type).startswith("float")) for cls in _TYPED}
 _INT_FIELDS = {cls: frozenset(f.name for f in fields(cls) if str(f.type).startswith("int")) for cls in _TYPED}
 
@@ -86,9 +87,14 @@ def encode_sample(sample: NodeSample) -> Json:
 
 
 def _encode_gpu(gpu: GpuSample) -> Json:
-    out = _flat(gpu, skip=("instances", "processes"))
+    out = _flat(gpu, skip=("instances", "processes", "vgpus", "vgpu_scheduler"))
     out["instances"] = [_encode_mig(mig) for mig in gpu.instances]
     out["processes"] = [_flat(proc) for proc in gpu.processes]
+    # Additive (docs/trace-format.md): written only on a vGPU host GPU, so other GPUs' lines stay as they were.
+    if gpu.vgpus:
+        out["vgpus"] = [_flat(vgpu) for vgpu in gpu.vgpus]
+    if gpu.vgpu_scheduler is not None:
+        out["vgpu_scheduler"] = gpu.vgpu_scheduler
     return out
 
 
@@ -115,6 +121,7 @@ def _decode_gpu(data: Mapping[str, Any]) -> GpuSample:
         data,
         instances=tuple(_decode_mig(mig) for mig in data.get("instances", ())),
         processes=tuple(_decode_process(proc) for proc in data.get("processes", ())),
+        vgpus=tuple(_build(VgpuSample, vgpu) for vgpu in data.get("vgpus", ())),
     )
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import MISSING, fields
 from typing import Any
 
-from watchdog.model import GpuSample, MigSample, NodeSample, PodInfo, ProcessSample, XidEvent
+from watchdog.model import GpuSample, MigSample, NodeSample, PodInfo, ProcessSample, VgpuSample, XidEvent
 from watchdog.trace.parsing import schema
 
 Json = dict[str, Any]
@@ -36,7 +36,7 @@ def _defaults(cls: type) -> dict[str, Any]:
 
 
 _DEFINITIONS = {NodeSample: "sample", GpuSample: "gpu", MigSample: "mig", ProcessSample: "process", XidEvent: "xid",
-                PodInfo: "pod"}
+                PodInfo: "pod", VgpuSample: "vgpu"}
 _REQUIRED = {cls: frozenset(schema()["$defs"][name].get("required", ())) for cls, name in _DEFINITIONS.items()}
 # A field the schema requires is written even when it holds its default (an empty gpus list, GPU index 0).
 _DEFAULTS = {cls: {key: value for key, value in _defaults(cls).items() if key not in _REQUIRED[cls]}
@@ -80,6 +80,8 @@ def _compact_gpu(gpu: Json) -> Json:
         out["instances"] = [_compact_mig(mig) for mig in out["instances"]]
     if "processes" in out:
         out["processes"] = [prune(proc, ProcessSample) for proc in out["processes"]]
+    if "vgpus" in out:
+        out["vgpus"] = [prune(vgpu, VgpuSample) for vgpu in out["vgpus"]]
     return out
 
 

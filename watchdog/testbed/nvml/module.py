@@ -19,6 +19,7 @@ from watchdog.testbed.nvml.base import nvml_error, pynvml
 from watchdog.testbed.nvml.devices import DeviceCalls
 from watchdog.testbed.nvml.gpm_events import GpmEventCalls
 from watchdog.testbed.nvml.telemetry import TelemetryCalls
+from watchdog.testbed.nvml.vgpu import VgpuCalls
 
 _COPIED_PREFIXES = ("NVML", "nvml", "c_nvml", "struct_c_nvml", "c_metricInfo")
 
@@ -31,7 +32,7 @@ def _copyable(name: str, value: Any) -> bool:
     return isinstance(value, (int, float, str, tuple)) or type(value).__module__ == "ctypes"
 
 
-class SimulatedNvml(DeviceCalls, TelemetryCalls, GpmEventCalls):
+class SimulatedNvml(DeviceCalls, TelemetryCalls, GpmEventCalls, VgpuCalls):
     """pynvml, answered by a :class:`~watchdog.testbed.gpu_node.SimulatedGpuNode`. ``calls`` counts calls per function."""
 
     def simulated_functions(self) -> list[str]:
