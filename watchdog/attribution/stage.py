@@ -3,7 +3,7 @@
 ``join.attribute`` is the pure join; this is the stateful part around it that only a running agent has: which
 kubelet List the tick can trust, which NVML devices the kubelet has never heard of, and which (device, pod) pairs
 are too new to be judged. It lives with the join rather than in the service so that the service only wires the
-stage's sources (``assignments``, ``pods``, ``proc``, ``slices``, ``sharing``) to it, and so that it can be tested
+stage's sources (``assignments``, ``pods``, ``proc``, ``slices``, ``sharing``, ``vmis``) to it, and so that it can be tested
 with plain fakes of those sources.
 
 Devices allocated through DRA are resolved here from the kubelet's claim tuples and the slice cache's frozen index;
@@ -24,8 +24,9 @@ from typing import Callable, Mapping, Protocol, Sequence
 from watchdog.attribution.join import (attribute, resolve_claim_devices, unassigned_processes, unknown_devices,
                                        unresolvable_device_ids)
 from watchdog.attribution.sharing_sources import NodeSharing
+from watchdog.attribution.vgpus import vgpu_owners
 from watchdog.model import (EMPTY, Attribution, ClaimDevice, DeviceAssignment, HostProcess, NodeSample, PodIndex,
-                            SliceDevice, SliceKey)
+                            SliceDevice, SliceKey, VmiInfo)
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +63,15 @@ class SliceSource(Protocol):
     def index(self) -> Mapping[SliceKey, SliceDevice]: ...
 
 
+class VmiSource(Protocol):
+    """The node's KubeVirt VMIs as last listed (``kube.vmis.NodeVmis``): None until a list succeeded."""
+
+    @property
+    def vmis(self) -> Sequence[VmiInfo] | None: ...
+
+    def error_counts(self) -> Mapping[str, int]: ...
+
+
 class ProcView(Protocol):
     """``attribution.proc.ProcReader``: PID → pod UID / container, with its own failure tallies."""
 
@@ -92,8 +102,10 @@ class NodeAttributor:
         slices: SliceSource | None = None,
         slices_ok: Callable[[], bool | None] | None = None,
         sharing: NodeSharing | None = None,
+        vmis: VmiSource | None = None,
     ) -> None:
         self.kubelet = kubelet
+        self.vmis = vmis
         self.sharing = sharing
         self.slices = slices
         self.slices_ok = slices_ok  # None, or None answered: no ResourceSlices to watch (no DRA driver, or API)
@@ -111,6 +123,8 @@ class NodeAttributor:
         counts = {f"proc_{k}": v for k, v in counters.items() if k in ("vanished", "denied", "errors")}
         if self.sharing is not None:
             counts.update(self.sharing.error_counts())
+        if self.vmis is not None:
+            counts.update(self.vmis.error_counts())
         return counts
 
     def attribute(self, sample: NodeSample, *, tenant_label: str | None) -> Attribution:
@@ -146,8 +160,10 @@ class NodeAttributor:
             infrastructure=self.proc.infrastructure if self.proc is not None else frozenset(),
             sharing=self.sharing.for_sample(sample) if self.sharing is not None else EMPTY,
         )
+        vmis = self.vmis.vmis if self.vmis is not None else None
         result = dataclasses.replace(result, slices_ok=self.slices_ok() if self.slices_ok is not None else None,
-                                     claims_held=len(self.unresolved_claim_devices))
+                                     claims_held=len(self.unresolved_claim_devices),
+                                     vgpus=vgpu_owners(sample, vmis, index) if vmis else EMPTY)
         result = self._hold_back_unconfirmed(sample, result)
         result.usage(sample)  # summed here, once, after the hold-back: detection and every scrape read these sums
         return result

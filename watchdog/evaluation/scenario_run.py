@@ -6,7 +6,8 @@ from the scenario's pods (what the watch, the PodResources List and the cgroup r
 ``attribute()`` joins them (on a DRA node, the kubelet's claim tuples go through the real
 ``resolve_claim_devices`` against the slice the driver would have published, and a pod whose claimed device no
 slice names yet has its processes held back as the agent does), with each GPU's sharing from what the device plugin
-advertises and GFD labels; then the real detector, rules and pacer run
+advertises and GFD labels, and each vGPU's VMI from the VMIs and virt-launcher pods the world publishes
+(testbed/cluster/kubevirt.py) through the agent's own parsers and ``attribution.vgpus``; then the real detector, rules and pacer run
 (``stages.OfflineAgent``). Only the HTTP and gRPC hops are skipped. Xid events are drained with
 ``nvmlEventSetWait_v2(set, 0)`` on this thread after each sample instead of by the watcher's thread, so a run
 never depends on thread timing. ``record --simulate`` uses
@@ -22,12 +23,16 @@ from typing import Any, Callable, Iterator, Mapping, NamedTuple
 from watchdog.attribution.join import attribute, resolve_claim_devices, unassigned_processes
 from watchdog.attribution.proc import MPS_SERVER_COMMANDS
 from watchdog.attribution.sharing import count_replicas, device_sharing, shareable_gpus
+from watchdog.attribution.vgpus import vgpu_owners
 from watchdog.config import Policy
 from watchdog.evaluation.stages import OfflineAgent, StepResult
 from watchdog.model import (NOT_ATTRIBUTABLE, Attribution, ClaimDevice, ClaimRef, ContainerInfo, DeviceAssignment,
                             DeviceSharing, HostProcess, InstanceActivity, NodeSample, PodIndex, PodInfo, XidEvent)
 from watchdog.sampling.sampler import NvmlSampler
+from watchdog.kube.pods import pod_info as api_pod_info
+from watchdog.kube.vmis import vmi_info
 from watchdog.testbed import Scenario, SimClock, SimulatedGpuNode, load_scenario
+from watchdog.testbed.cluster.kubevirt import running_objects
 from watchdog.testbed.cluster.device_plugin import advertised_devices, gfd_labels
 from watchdog.testbed.cluster.dra import SliceLag, claim_uses, dra_devices, slice_index
 from watchdog.testbed.monitoring import LatencySignals, dcgm_activity
@@ -210,6 +215,10 @@ def simulate_observed(scenario: Scenario | str, *, tenant_label: str | None = No
             if xids:  # as the live cycle does: the events join the sample through the same gate
                 sample = sampler.gate.admit(dataclasses.replace(sample, xids=sample.xids + tuple(xids)))
             running = {pod.uid: infos[pod.uid or ""] for pod in scenario.pods if pod.running(tick)}
+            # A vGPU host's VMs: the VMIs the agent lists and their virt-launcher pods in the pod cache.
+            kubevirt = running_objects(scenario, tick)
+            vmis = [vmi_info(vmi) for vmi, _ in kubevirt]
+            running.update((info.uid, info) for info in (api_pod_info(pod) for _, pod in kubevirt))
             if running.keys() != index.pods.keys():
                 index = PodIndex(running, tenant_label=tenant_label)
             by_uid = {pod.uid: pod for pod in scenario.pods}
@@ -231,6 +240,8 @@ def simulate_observed(scenario: Scenario | str, *, tenant_label: str | None = No
                 held = {pid for pid, (_, key) in unassigned_processes(sample, attribution).items() if key in pending}
                 kept = {pid: ref for pid, ref in attribution.processes.items() if pid not in held}
                 attribution = dataclasses.replace(attribution, processes=MappingProxyType(kept))
+            if vmis:
+                attribution = dataclasses.replace(attribution, vgpus=vgpu_owners(sample, vmis, index))
             yield ObservedTick(sample, attribution, latency.at(tick) if latency is not None else None,
                                dcgm_activity(node, tick) if scenario.monitoring.dcgm_exporter else None)
             clock.advance(scenario.tick_seconds)

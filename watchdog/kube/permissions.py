@@ -49,7 +49,7 @@ def _rows(identity: Identity, scope: Scope, group: str, resource: str, verbs: st
 
 
 PERMISSIONS: tuple[Permission, ...] = tuple([
-    # ---- the node agent (kube/pods.py, kube/resourceslices.py, kube/node_labels.py, kube/eviction.py,
+    # ---- the node agent (kube/pods.py, kube/resourceslices.py, kube/node_labels.py, kube/vmis.py, kube/eviction.py,
     # kube/eviction_budget.py)
     *_rows("agent", "cluster", "", "pods", "list watch", "its node's pods (field selector spec.nodeName)"),
     *_rows("agent", "cluster", "", "pods", "get", "the pod re-read just before an eviction is sent"),
@@ -60,6 +60,8 @@ PERMISSIONS: tuple[Permission, ...] = tuple([
            "its node's DRA ResourceSlices (devices allocated through Dynamic Resource Allocation)"),
     *_rows("agent", "cluster", "", "nodes", "get",
            "its own Node's GPU Feature Discovery labels: how the device plugin shares its GPUs"),
+    *_rows("agent", "cluster", "kubevirt.io", "virtualmachineinstances", "list",
+           "its node's KubeVirt VMIs (label kubevirt.io/nodeName), to name each vGPU's VMI and virt-launcher pod"),
     *_rows("agent", "agent-namespace", "", "configmaps", "get", "the kill switch", (KILL_SWITCH,)),
     *_rows("agent", "agent-namespace", "", "configmaps", "get update", "the cluster-wide eviction budget",
            (EVICTION_BUDGET,)),

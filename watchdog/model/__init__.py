@@ -21,6 +21,7 @@ from watchdog.model.samples import (EMPTY, NOT_ATTRIBUTABLE, PROCESS_MODES, VGPU
                                      NodeSample, ProcessSample, Rejection, VgpuSample, XidEvent)
 from watchdog.model.sharing import SHARING_STRATEGIES, DeviceSharing
 from watchdog.model.usage import DeviceUsage, PodUsage
+from watchdog.model.vms import VgpuOwner, VmiInfo
 from watchdog.model.tick import Snapshot, StageStatus, TickResult, XidKey
 
 __all__ = [
@@ -58,6 +59,8 @@ __all__ = [
     "GpuSample",
     "MigSample",
     "VgpuSample",
+    "VgpuOwner",
+    "VmiInfo",
     "VGPU_SCHEDULERS",
     "Mode",
     "NodeSample",

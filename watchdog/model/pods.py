@@ -5,12 +5,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Iterable, Mapping
+from typing import TYPE_CHECKING, Iterable, Mapping
 
 from watchdog.model.claims import ClaimRef
 from watchdog.model.samples import EMPTY, NodeSample
 from watchdog.model.sharing import DeviceSharing
 from watchdog.model.usage import DeviceUsage, device_usage
+
+if TYPE_CHECKING:
+    from watchdog.model.vms import VgpuOwner
 
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 """Set by the kubelet on the API mirror of a static pod (pkg/kubelet/types): such a pod cannot be evicted."""
@@ -224,6 +227,9 @@ class Attribution:
     # GPU UUID → how the device plugin shares it (replicas, time-slicing or MPS): absent for a GPU not shared or
     # whose sharing is not known. Detection takes MPS clients' limits from it (model/sharing.py).
     sharing: Mapping[str, DeviceSharing] = field(default_factory=lambda: EMPTY)
+    # vGPU UUID → the KubeVirt VMI (and virt-launcher pod) whose VM holds it (model/vms.py); a vGPU whose VM id
+    # names no VMI on this node is absent.
+    vgpus: Mapping[str, VgpuOwner] = field(default_factory=lambda: EMPTY)
     _usage: tuple[NodeSample, DeviceUsage] | None = field(default=None, init=False, repr=False, compare=False)
 
     @property

@@ -15,7 +15,7 @@ PREFIX = "gpu_watchdog_"
 
 GPU_LABELS = ("node", "gpu", "gpu_uuid")
 MIG_LABELS = GPU_LABELS + ("mig_uuid", "gpu_instance", "compute_instance", "profile")
-VGPU_LABELS = GPU_LABELS + ("vgpu_uuid", "vgpu_type", "vm_id")
+VGPU_LABELS = GPU_LABELS + ("vgpu_uuid", "vgpu_type", "vm_id", "namespace", "pod", "vmi")
 POD_LABELS = ("namespace", "pod", "container")
 TENANT_LABEL = "tenant"
 
@@ -115,8 +115,8 @@ GPU_PROCESSES_BY_MODE = _gauge(
 )
 
 # ------------------------------------------------------------------------------- per vGPU (vGPU hosts only)
-# A KubeVirt VM's vGPU on a vGPU host GPU; attribution to namespace/pod/VMI is not made yet, so vm_id (the VM's UUID
-# on KVM) is the join key.
+# A KubeVirt VM's vGPU on a vGPU host GPU, labelled with the VMI whose firmware UUID is vm_id (the VM's UUID on KVM),
+# its namespace and its virt-launcher pod (attribution/vgpus.py); the three are empty when no VMI was found.
 GPU_VGPU_SCHEDULER = _gauge(
     "gpu_vgpu_scheduler_info", "vGPU scheduler policy of a vGPU host GPU (best_effort, equal_share, fixed_share or "
     "unknown); always 1.", GPU_LABELS + ("policy",),

@@ -130,7 +130,7 @@ def add_device_series(book: FamilyBook, *, sample: NodeSample, owners: Owners) -
         _add_pod_shares(base=base + ("",), users=usage.get(gpu.uuid, ()), owners=owners, appends=share_appends)
         _add_claims(book, base=base + ("",), device_uuid=gpu.uuid, owners=owners)
         if gpu.vgpus or gpu.vgpu_scheduler is not None:
-            _add_vgpus(book, gpu=gpu, base=base)
+            _add_vgpus(book, gpu=gpu, base=base, owners=owners)
 
 
 def _split_gpu_instances(gpu: GpuSample) -> frozenset[int]:
@@ -168,13 +168,16 @@ def _add_gpu(book: FamilyBook, *, gpu: GpuSample, base: tuple[str, ...], appends
             by_mode.add(base + (mode,), count)
 
 
-def _add_vgpus(book: FamilyBook, *, gpu: GpuSample, base: tuple[str, ...]) -> None:
-    """A vGPU host GPU's scheduler policy and its vGPUs' series (none on any other GPU)."""
+def _add_vgpus(book: FamilyBook, *, gpu: GpuSample, base: tuple[str, ...], owners: Owners) -> None:
+    """A vGPU host GPU's scheduler policy and its vGPUs' series (none on any other GPU), each labelled with the
+    VMI that holds it and its virt-launcher pod, empty when attribution found none."""
     if gpu.vgpu_scheduler is not None:
         book[c.GPU_VGPU_SCHEDULER].add(base + (gpu.vgpu_scheduler,), 1)
     families = [book[spec] for spec, _ in _VGPU_VALUES]
     for vgpu in gpu.vgpus:
-        labels = base + (vgpu.uuid, vgpu.type_name, vgpu.vm_id)
+        owner = owners.attribution.vgpus.get(vgpu.uuid)
+        vm = (owner.namespace, owner.pod.name if owner.pod else "", owner.vmi) if owner else ("", "", "")
+        labels = base + (vgpu.uuid, vgpu.type_name, vgpu.vm_id) + vm
         for family, value in zip(families, _VGPU_READ(vgpu)):
             if value is not None:
                 family.add(labels, value)

@@ -30,6 +30,7 @@ from watchdog.kube.client import KubeApi
 from watchdog.kube.eviction import KubeEvictions
 from watchdog.kube.eviction_budget import ClusterEvictionBudget
 from watchdog.kube.node_labels import NodeLabels
+from watchdog.kube.vmis import NodeVmis
 from watchdog.kube.pods import PodWatcher
 from watchdog.kube.resourceslices import ResourceSliceWatcher
 from watchdog.model import TickResult
@@ -151,6 +152,9 @@ class Agent:
             if kube is not None and self.node else None
         self.sharing = NodeSharing(kubelet=self.replicas, labels=self.node_labels, strategy=sharing.strategy,
                                    replicas=sharing.replicas)
+        # The node's KubeVirt VMIs, listed slowly off the tick: who holds each vGPU of a vGPU host (kube/vmis.py).
+        self.vmis = NodeVmis(kube, node=self.node, backoff_max_seconds=settings.kube.watch_backoff_max_seconds) \
+            if kube is not None and self.node else None
         self.attributor = NodeAttributor(
             kubelet=self.kubelet,
             pods=self.pods,
@@ -160,6 +164,7 @@ class Agent:
             slices=self.slices,
             slices_ok=self._slices_ok if self.slice_watcher is not None else None,
             sharing=self.sharing,
+            vmis=self.vmis,
         )
         self.mqtt = MqttPublisher(settings.mqtt, node=self.node) if settings.mqtt.enabled else None
         # The last hours of ticks on the node's disk, for a replay after an incident (docs/flight-recorder.md).
@@ -331,6 +336,8 @@ class Agent:
                 group.create_task(self.replicas.refresher(self.monotonic), name="kubelet-replicas")
                 if self.node_labels is not None:
                     group.create_task(self.node_labels.run(), name="node-labels")
+                if self.vmis is not None:
+                    group.create_task(self.vmis.run(), name="node-vmis")
                 if self.pod_watcher is not None:
                     group.create_task(self.pod_watcher.run(), name="pod-watcher")
                 if self.slice_watcher is not None:

@@ -102,6 +102,13 @@ def _check_references(scenario: Scenario) -> None:
                              f"{model.min_power_limit_watts}–{model.power_limit_watts} W of a {model.key}")
         if gpu.vgpu is not None:
             _check_vgpu_host(gpu, f"gpus.{index}")
+    vm_names: set[str] = set()
+    for index, gpu in enumerate(scenario.gpus):
+        for position, vm in enumerate(gpu.vgpu.vms if gpu.vgpu is not None else ()):
+            # KubeVirt's legacy firmware UUID is derived from the name alone: two VMs so named share a VM id.
+            if vm.name in vm_names:
+                raise ValueError(f"gpus.{index}.vgpu.vms.{position}.name: duplicate VM name {vm.name!r}")
+            vm_names.add(vm.name)
     seen: set[str] = set()
     for index, pod in enumerate(scenario.pods):
         if pod.key in seen:

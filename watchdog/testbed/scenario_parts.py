@@ -8,6 +8,7 @@ its own; docs/scenario-format.md documents every field.
 
 from __future__ import annotations
 
+import uuid
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -46,10 +47,19 @@ def mig_device_profiles(model: str, mig: MigLayout) -> list[str]:
     return [placement.profile.name for placement in place_instances(GPU_MODELS[model], layout_entries(mig))]
 
 
-class VmSpec(Strict):
-    """One KubeVirt VM with a vGPU of ``type`` on a vGPU host GPU."""
+# KubeVirt's namespace for a VM's stable firmware UUID, uuid5(this, VM name) (CalculateLegacyUUID,
+# kubevirt/kubevirt pkg/virt-controller/watch/vm/firmware.go); the domain UUID NVML reports as the vGPU's VM id.
+KUBEVIRT_FIRMWARE_UUID_NS = uuid.UUID("6a1a24a1-4061-4607-8bf4-a3963d0c5895")
 
-    name: str = Field(min_length=1)  # the VM's name; its VM id (a UUID) is derived from it and the seed
+
+class VmSpec(Strict):
+    """One KubeVirt VM (a VirtualMachineInstance and its virt-launcher pod) with a vGPU of ``type`` on a vGPU
+    host GPU."""
+
+    name: str = Field(min_length=1)  # the VMI's name; its firmware UUID (NVML's VM id) is derived from it
+    namespace: str = Field(default="default", min_length=1)
+    priority: int | None = None  # the virt-launcher pod's spec.priority (None: 0)
+    eviction_strategy: Literal["LiveMigrate", "None"] = "LiveMigrate"  # the VMI's spec.evictionStrategy
     type: str = Field(min_length=1)  # a vGPU type of the GPU's model (profiles.VGPU_TYPES), e.g. "GRID A100-4C"
     sm: Curve = Curve()  # 0–1 of the vGPU's time slice: nvmlDeviceGetVgpuUtilization smUtil
     memory: Curve = Curve()  # framebuffer used, bytes (at most the type's framebuffer): nvmlVgpuInstanceGetFbUsage
@@ -59,6 +69,10 @@ class VmSpec(Strict):
 
     def running(self, tick: int) -> bool:
         return self.start_tick <= tick and (self.end_tick is None or tick < self.end_tick)
+
+    @property
+    def firmware_uuid(self) -> str:
+        return str(uuid.uuid5(KUBEVIRT_FIRMWARE_UUID_NS, self.name))
 
 
 class VgpuSpec(Strict):

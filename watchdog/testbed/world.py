@@ -5,7 +5,8 @@ devices its pods were given, the fake API server holds those pods (same UIDs, sa
 tree places each GPU process in its pod's cgroup. When the agent evicts a pod through the API, its workload ends in
 the simulation too, so an eviction has the effect it would have on a real node. Around the node, the API server
 holds what a multi-tenant cluster holds (namespaces, quotas, policies, taints: the scenario's ``cluster:``,
-testbed/cluster/tenancy.py) and, once the agent listens, the agent's own DaemonSet pod (``add_agent_pod``).
+testbed/cluster/tenancy.py), a vGPU host's VMs as KubeVirt VMIs with their virt-launcher pods
+(testbed/cluster/kubevirt.py) and, once the agent listens, the agent's own DaemonSet pod (``add_agent_pod``).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from watchdog.testbed.cluster.apiserver_pods import build_pod
 from watchdog.testbed.cluster.device_plugin import advertised_devices, gfd_node_labels
 from watchdog.testbed.cluster.dra import DraPublisher, claim_uses, dra_devices
 from watchdog.testbed.cluster.kubelet import FakeKubelet
+from watchdog.testbed.cluster.kubevirt import KubevirtSync
 from watchdog.testbed import SimClock, SimulatedGpuNode, load_scenario
 from watchdog.testbed.scenario import Scenario, format_uuid, stable_digest
 from watchdog.testbed.scenario_parts import PodSpec
@@ -61,6 +63,7 @@ class SimulatedWorld:
         self.dra = DraPublisher(self.api.store, node=self.scenario.node, driver=dra.driver,
                                 slice_lag_ticks=dra.slice_lag_ticks) if dra is not None else None
         self.proc = ProcTree(self.workdir / "proc")
+        self.kubevirt = KubevirtSync(self.api, self.scenario)  # the vGPU hosts' VMs as VMIs and launcher pods
         self._published: set[str] = set()  # pods put into the API server
         self.ended: dict[str, int] = {}  # pod key → tick its workload ended because it left the API server
 
@@ -83,7 +86,8 @@ class SimulatedWorld:
                                                  if p.priority_class}}
         for name, value in sorted(classes.items()):
             self.api.add_priority_class(name, value)
-        set_up(self.api.store, cluster, namespaces={AGENT_NAMESPACE, *(p.namespace for p in self.scenario.pods)})
+        set_up(self.api.store, cluster, namespaces={AGENT_NAMESPACE, *(p.namespace for p in self.scenario.pods),
+                                                    *self.kubevirt.namespaces})
         await self.kubelet.start()
         self.sync()
         return self.api.url
@@ -131,6 +135,7 @@ class SimulatedWorld:
         tick = self.node.tick
         for pod in self.scenario.pods:
             self._sync_pod(pod, tick)
+        self.kubevirt.sync(tick)
         if self.dra is None:
             self.kubelet.set_pods(self._kubelet_view(tick))
         else:  # pods with a claim get their device through DRA, the others still from the device plugin

@@ -48,8 +48,13 @@ SHORT_NAMES: dict[tuple[str, str], tuple[str, ...]] = {
     ("networking.k8s.io", "networkpolicies"): ("netpol",), ("storage.k8s.io", "storageclasses"): ("sc",),
     ("apps", "daemonsets"): ("ds",), ("apps", "deployments"): ("deploy",), ("apps", "replicasets"): ("rs",),
     ("apps", "statefulsets"): ("sts",),
+    # KubeVirt's CRDs (pkg/virt-operator/resource/generate/components/crds.go): vmi/vmis, vmim/vmims.
+    ("kubevirt.io", "virtualmachineinstances"): ("vmi", "vmis"),
+    ("kubevirt.io", "virtualmachineinstancemigrations"): ("vmim", "vmims"),
 }
-CATEGORIES: dict[tuple[str, str], tuple[str, ...]] = {("", "pods"): ("all",), ("", "services"): ("all",)}
+CATEGORIES: dict[tuple[str, str], tuple[str, ...]] = {
+    ("", "pods"): ("all",), ("", "services"): ("all",), ("kubevirt.io", "virtualmachineinstances"): ("all",),
+    ("kubevirt.io", "virtualmachineinstancemigrations"): ("all",)}
 
 
 @dataclass(frozen=True, slots=True)

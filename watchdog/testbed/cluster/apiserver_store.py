@@ -69,6 +69,14 @@ RESOURCE_SLICES = ResourceType("/apis/resource.k8s.io/v1", "resourceslices", "Re
                                field_labels=SLICE_FIELDS)
 RESOURCE_CLAIMS = ResourceType("/apis/resource.k8s.io/v1", "resourceclaims", "ResourceClaim")
 RESOURCE_TYPES += (RESOURCE_SLICES, RESOURCE_CLAIMS)
+# KubeVirt's custom resources (kubevirt.io/v1), served on vGPU hosts. As CRDs they take no field selector beyond
+# metadata.name/namespace, which is why KubeVirt labels each VMI with kubevirt.io/nodeName (NodeNameLabel in
+# kubevirt/kubevirt staging/src/kubevirt.io/api/core/v1/types.go: "Needed because with CRDs we can't use field
+# selectors").
+VMIS = ResourceType("/apis/kubevirt.io/v1", "virtualmachineinstances", "VirtualMachineInstance")
+VMI_MIGRATIONS = ResourceType("/apis/kubevirt.io/v1", "virtualmachineinstancemigrations",
+                              "VirtualMachineInstanceMigration")
+RESOURCE_TYPES += (VMIS, VMI_MIGRATIONS)
 
 # metav1.StatusReason for each code (k8s.io/apimachinery/pkg/api/errors/errors.go).
 REASONS = {

@@ -5,7 +5,8 @@ prints the columns the server computed (kubectl pkg/cmd/get/get.go transformRequ
 a plain list gets only NAME and AGE, so a person exploring the demo would not see a pod's STATUS, a PDB's ALLOWED
 DISRUPTIONS or an Event's REASON. The columns and cells here follow pkg/printers/internalversion/printers.go for
 the kinds the fake serves (pods, nodes, events, PDBs, ConfigMaps, Leases, PriorityClasses, and what the isolation
-audit reads: Namespaces, ResourceQuotas, NetworkPolicies, PersistentVolumeClaims, StorageClasses); any other kind
+audit reads: Namespaces, ResourceQuotas, NetworkPolicies, PersistentVolumeClaims, StorageClasses) and, for
+KubeVirt's VMIs and migrations, their CRDs' printer columns; any other kind
 gets the generic Name / Created At table (staging/src/k8s.io/apiserver/pkg/registry/rest/table.go). Cells are computed
 as the server does with every column, priority-1 ones included (printers/storage/storage.go asks for Wide), and
 kubectl hides those unless ``-o wide``.
@@ -236,6 +237,32 @@ _PRINTERS.update({
                                                                 "VolumeBindingMode")),
                       _column("AllowVolumeExpansion", "allowVolumeExpansion", kind="boolean"), _AGE],
                      _storage_class),
+})
+
+
+def _vmi(vmi: dict, now: float) -> list:
+    """The VirtualMachineInstance CRD's additionalPrinterColumns (kubevirt/kubevirt
+    pkg/virt-operator/resource/generate/components/crds.go NewVirtualMachineInstanceCrd): IP is the first
+    interface's; READY, LIVE-MIGRATABLE and PAUSED are those conditions' status. A CRD's table starts with Name
+    (apiextensions-apiserver tableconvertor)."""
+    status = vmi.get("status") or {}
+    interfaces = status.get("interfaces") or [{}]
+    conditions = {c.get("type"): c.get("status", "") for c in status.get("conditions") or ()}
+    return [vmi["metadata"]["name"], _since(vmi["metadata"].get("creationTimestamp"), now), status.get("phase", ""),
+            interfaces[0].get("ipAddress", ""), status.get("nodeName", ""), conditions.get("Ready", ""),
+            conditions.get("LiveMigratable", ""), conditions.get("Paused", "")]
+
+
+_PRINTERS.update({
+    "VirtualMachineInstance": ([_NAME, _AGE, *(_column(name, name) for name in ("Phase", "IP", "NodeName", "Ready")),
+                                _column("Live-Migratable", "LiveMigratable", priority=1),
+                                _column("Paused", "Paused", priority=1)], _vmi),
+    # NewVirtualMachineInstanceMigrationCrd: Phase and VMI only (a CRD with printer columns gets no Age of its own).
+    "VirtualMachineInstanceMigration": (
+        [_NAME, _column("Phase", "The current phase of VM instance migration"),
+         _column("VMI", "The name of the VMI to perform the migration on")],
+        lambda m, now: [m["metadata"]["name"], (m.get("status") or {}).get("phase", ""),
+                        (m.get("spec") or {}).get("vmiName", "")]),
 })
 # rest/table.go DefaultTableConvertor: every other kind.
 _DEFAULT = ([_NAME, _column("Created At", "creationTimestamp", kind="date")],

@@ -10,7 +10,8 @@ vGPU host every vGPU call answers NotSupported, and ``nvmlDeviceGetVirtualizatio
 id 0 InvalidArgument. MIG handles answer NotSupported: vGPU calls take the physical GPU.
 
 Simplifications, named here so no reader mistakes them for NVML facts: the VMs' load does not feed the GPU's own
-readings (utilisation, power, processes); VM ids are UUIDs (KVM's id type; Xen would give domain ids); encoder,
+readings (utilisation, power, processes); VM ids are the VMI's firmware UUID (KVM's id type, the libvirt domain
+UUID; Xen would give domain ids); encoder,
 decoder, JPEG and OFA utilisation are 0; the scheduler state carries the policy only (ARR mode default, no time
 slice).
 """
@@ -43,7 +44,7 @@ class _Vm:
         self.gpu, self.spec, self.kind = gpu, spec, kind
         self.instance = 1 + gpu * _INSTANCES_PER_GPU + position
         self.uuid = format_uuid(stable_digest(seed, "vgpu", gpu, spec.name))
-        self.vm_id = format_uuid(stable_digest(seed, "vm", spec.name))
+        self.vm_id = spec.firmware_uuid  # the VMI's spec.domain.firmware.uuid, as testbed/cluster/kubevirt.py sets it
         parts = (seed & 0xFFFFFFFF, 0x76, gpu, position)
         self.sm = CurveEvaluator(spec.sm, seed_parts=(*parts, 0), upper=1.0)
         self.memory = CurveEvaluator(spec.memory, seed_parts=(*parts, 1), upper=float(kind.framebuffer_bytes))
