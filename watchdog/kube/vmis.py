@@ -6,22 +6,17 @@ staging/src/kubevirt.io/api/core/v1/types.go: "Needed because with CRDs we can't
 ``GET /apis/kubevirt.io/v1/virtualmachineinstances?labelSelector=kubevirt.io/nodeName=<node>`` lists them. VMs come
 and go at the pace of people, so a list every ``refresh_seconds`` is enough, and a vGPU whose VMI is not listed yet
 is only unattributed for that long. A cluster without KubeVirt answers 404: that is no error, just no VMIs. Any
-other failure keeps the last good list, is counted (``error_counts``) and logged once per outage; retries back off
-from 1 s, doubling, up to ``backoff_max_seconds``. Nothing here blocks a tick: the tick reads ``vmis``.
+other failure keeps the last good list, counted and backed off (kube/slow_read.py).
 """
 
 from __future__ import annotations
 
-import asyncio
-import logging
-import re
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 from watchdog.kube.client import KubeApi
-from watchdog.kube.errors import KubeError, KubeNotFound
+from watchdog.kube.errors import KubeNotFound
+from watchdog.kube.slow_read import SlowRead
 from watchdog.model import VmiInfo
-
-log = logging.getLogger(__name__)
 
 VMIS_PATH = "/apis/kubevirt.io/v1/virtualmachineinstances"
 NODE_NAME_LABEL = "kubevirt.io/nodeName"
@@ -38,60 +33,32 @@ def vmi_info(obj: dict[str, Any]) -> VmiInfo:
                    phase=str(status.get("phase") or ""))
 
 
-class NodeVmis:
+class NodeVmis(SlowRead):
     """``await NodeVmis(api, node=…).run()`` keeps ``vmis`` current; ``read()`` lists once."""
 
-    def __init__(self, api: KubeApi, *, node: str, refresh_seconds: float = 30.0,
-                 backoff_initial_seconds: float = 1.0, backoff_max_seconds: float = 60.0,
-                 sleep: Callable[[float], Awaitable[object]] = asyncio.sleep) -> None:
-        if not node:
-            raise ValueError("NodeVmis needs the node's name")
-        if refresh_seconds <= 0 or not 0 < backoff_initial_seconds <= backoff_max_seconds:
-            raise ValueError("need refresh_seconds > 0 and 0 < backoff_initial_seconds <= backoff_max_seconds")
-        self.api, self.node = api, node
-        self.refresh_seconds = refresh_seconds
-        self.backoff_initial, self.backoff_max = backoff_initial_seconds, backoff_max_seconds
-        self.sleep = sleep
-        self.vmis: tuple[VmiInfo, ...] | None = None  # None until a list succeeded; then the last good one
-        self.reads = 0
-        self.failures = 0
-        self.errors: dict[str, int] = {}
+    counter_prefix = "vmis"
+    what = "VMIs"
 
-    def error_counts(self) -> dict[str, int]:
-        return {f"vmis_{kind}": n for kind, n in self.errors.items()}
+    def __init__(self, api: KubeApi, *, node: str, refresh_seconds: float = 30.0, **kwargs: Any) -> None:
+        super().__init__(api, node=node, refresh_seconds=refresh_seconds, **kwargs)
 
-    async def read(self) -> bool:
-        """One list of this node's VMIs; True when it succeeded. Never raises (cancellation aside)."""
-        self.reads += 1
+    @property
+    def vmis(self) -> tuple[VmiInfo, ...] | None:
+        """None until a list succeeded; then the last good one."""
+        return self.value
+
+    @vmis.setter
+    def vmis(self, vmis: tuple[VmiInfo, ...] | None) -> None:
+        self.value = vmis
+
+    async def fetch(self) -> tuple[VmiInfo, ...]:
+        """One list of this node's VMIs."""
         try:
             body = await self.api.request_json("GET", VMIS_PATH,
                                                query={"labelSelector": f"{NODE_NAME_LABEL}={self.node}"})
-            items = body.get("items")
-            if not isinstance(items, list):
-                raise ValueError("the list has no items")
-            vmis = tuple(vmi_info(item) for item in items if isinstance(item, dict))
         except KubeNotFound:
-            vmis = ()  # kubevirt.io/v1 is not served: no KubeVirt, no VMIs
-        except (KubeError, ValueError, AttributeError) as error:
-            kind = "malformed" if not isinstance(error, KubeError) else re.sub(
-                r"(?<!^)(?=[A-Z])", "_", type(error).__name__.removeprefix("Kube") or "error").lower()
-            self.errors[kind] = self.errors.get(kind, 0) + 1
-            if not self.failures:
-                log.warning("cannot list node %s's VMIs (%s), keeping the last ones: %s", self.node, kind, error)
-            self.failures += 1
-            return False
-        if self.failures:
-            log.info("node %s's VMIs listable again after %d failed list(s)", self.node, self.failures)
-        self.failures = 0
-        if self.vmis != vmis:  # a new object only on a change
-            self.vmis = vmis
-        return True
-
-    async def run(self) -> None:
-        """Long-running agent: list, then wait ``refresh_seconds`` (or the backoff after a failure), until cancelled."""
-        while True:
-            await self.read()
-            if self.failures:
-                await self.sleep(min(self.backoff_max, self.backoff_initial * 2 ** min(self.failures - 1, 32)))
-            else:
-                await self.sleep(self.refresh_seconds)
+            return ()  # kubevirt.io/v1 is not served: no KubeVirt, no VMIs
+        items = body.get("items")
+        if not isinstance(items, list):
+            raise ValueError("the list has no items")
+        return tuple(vmi_info(item) for item in items if isinstance(item, dict))
