@@ -118,20 +118,18 @@ class VgpuCalls(NvmlBase):
 
     @nvml_call
     def nvmlDeviceGetVgpuUtilization(self, handle, timeStamp):
-        samples = []
-        for vm, stamp in self._utilisation(handle, timeStamp):
-            sample = pynvml.c_nvmlVgpuInstanceUtilizationSample_t()
-            sample.vgpuInstance = vm.instance
-            sample.timeStamp = stamp
-            self._fill_utilisation(sample, vm)
-            samples.append(sample)
-        return samples
+        return self._utilisation_samples(pynvml.c_nvmlVgpuInstanceUtilizationSample_t, handle, timeStamp)
 
     @nvml_call
     def nvmlDeviceGetVgpuInstancesUtilizationInfo(self, handle, timeStamp):
+        return self._utilisation_samples(pynvml.c_nvmlVgpuInstanceUtilizationInfo_v1_t, handle, timeStamp)
+
+    def _utilisation_samples(self, struct: Any, handle: Any, last_seen: int) -> list[Any]:
+        """The two utilisation calls' answers: one ``struct`` per active vGPU with a sample newer than
+        ``last_seen``; the structs differ in type, not in the fields filled here."""
         samples = []
-        for vm, stamp in self._utilisation(handle, timeStamp):
-            sample = pynvml.c_nvmlVgpuInstanceUtilizationInfo_v1_t()
+        for vm, stamp in self._utilisation(handle, last_seen):
+            sample = struct()
             sample.vgpuInstance = vm.instance
             sample.timeStamp = stamp
             self._fill_utilisation(sample, vm)
