@@ -138,6 +138,42 @@ def _time_sliced_pods(ids: PanelIds) -> list:
     ]
 
 
+def _vgpus(ids: PanelIds) -> list:
+    vgpus = f"{{{NODE}, {NAMESPACE}}}"
+    legend = "{{namespace}}/{{vmi}} ({{vgpu_type}}) on {{node}} GPU {{gpu}}"
+    return [
+        time_series(ids, title="vGPU framebuffer used / total", ratio=True, span=8, description="Each KubeVirt "
+                    "VM's vGPU: framebuffer in use over its type's framebuffer (fixed by the type; past it only "
+                    "the VM's own allocations fail; alert VgpuNearFramebuffer above 95 %). Empty vmi: no VMI has "
+                    "the VM id.",
+                    queries=(Query(f"gpu_watchdog_vgpu_framebuffer_used_bytes{vgpus}"
+                                   f" / gpu_watchdog_vgpu_framebuffer_total_bytes{vgpus}", legend),)),
+        time_series(ids, title="vGPU SM utilisation", ratio=True, span=8, description="Each vGPU's smUtil "
+                    "(NVML's vGPU utilisation): on a time-sliced host, the share of the GPU's time its VM got, "
+                    "which the scheduler policy bounds (best_effort: none; equal_share: 1/N; fixed_share: 1/max of "
+                    "the type); on a MIG-backed vGPU, how busy its GPU instance was.",
+                    queries=(Query(f"gpu_watchdog_vgpu_sm_utilization_ratio{vgpus}", legend),)),
+        time_series(ids, title="vGPU memory-controller utilisation", ratio=True, span=8,
+                    description="Each vGPU's memUtil: share of the time its memory was read or written.",
+                    queries=(Query(f"gpu_watchdog_vgpu_memory_utilization_ratio{vgpus}", legend),)),
+        label_table(ids, title="vGPU scheduler policy", span=4, description="Each vGPU host GPU's scheduler "
+                    "policy (nvmlDeviceGetVgpuSchedulerState): best_effort, equal_share or fixed_share.",
+                    query=Query(f"gpu_watchdog_gpu_vgpu_scheduler_info{{{NODE}}}")),
+        label_table(ids, title="vGPU adaptive round-robin", span=4, description="Each vGPU host GPU's adaptive "
+                    "round-robin mode (nvmlDeviceGetVgpuSchedulerState arrMode).",
+                    query=Query(f"gpu_watchdog_gpu_vgpu_scheduler_arr_info{{{NODE}}}")),
+        label_table(ids, title="vGPU scheduler time slice", unit="s", span=4, description="Each vGPU host GPU's "
+                    "scheduler time slice; none on a host of MIG-backed vGPUs.",
+                    query=Query(f"gpu_watchdog_gpu_vgpu_scheduler_timeslice_seconds{{{NODE}}}")),
+        time_series(ids, title="vGPU scheduler runlists: GPU time run", unit="percentunit", span=12,
+                    description="Per software runlist of the vGPU scheduler, the share of the GPU's time it ran "
+                    "(rate of nvmlDeviceGetVgpuSchedulerLog's timeRunTotal, read every few ticks). NVML does not "
+                    "say which vGPU a runlist serves.",
+                    queries=(Query(f"rate(gpu_watchdog_gpu_vgpu_runlist_run_seconds_total{{{NODE}}}"
+                                   "[$__rate_interval])", GPU_LEGEND + " runlist {{runlist}}"),)),
+    ]
+
+
 def _board(ids: PanelIds) -> list:
     return [
         time_series(ids, title="SM clock vs max", unit="hertz", description="Current and maximum SM clock; a gap "
@@ -179,7 +215,7 @@ def _xids(ids: PanelIds) -> list:
 
 
 def build_node_dashboard() -> Dashboard:
-    """The node dashboard builder, rows in reading order: overview, MIG, whole GPUs, pods, board, Xids."""
+    """The node dashboard builder, rows in reading order: overview, MIG, whole GPUs, pods, vGPUs, board, Xids."""
     return dashboard(
         title="gpu-watchdog / Node GPUs and MIG instances",
         uid=UID,
@@ -190,6 +226,7 @@ def build_node_dashboard() -> Dashboard:
             ("MIG instances (per GPU instance / compute instance)", _mig_instances),
             ("Whole GPUs", _whole_gpus),
             ("Time-sliced and shared GPUs: per pod", _time_sliced_pods),
+            ("vGPUs (KubeVirt VMs on vGPU host GPUs)", _vgpus),
             ("Board: clocks, power, temperature, PCIe (shared by all MIG instances)", _board),
             ("Xid faults", _xids),
         ),

@@ -139,3 +139,14 @@ async def test_an_eviction_alert_without_node_is_refused_audited_and_counted(web
     status, answer = await post(client, body(placed))
     assert status == 200 and answer["results"][0]["pod"] == "train-big"
     assert kube.evictions == [("batch/train-big", False)]
+
+
+def test_an_alert_never_evicts_a_virt_launcher_pod_even_one_that_holds_a_gpu():
+    # A passthrough VM's launcher holds a whole nvidia.com/gpu: whether its eviction migrates or stops the VM is the
+    # VMI's to say, and only the node agent reads VMIs.
+    launcher = gpu_pod("virt-launcher-vm-a-x7k2p", node="node-a", priority=10, phase="Running",
+                       labels={"kubevirt.io": "virt-launcher", "kubevirt.io/created-by": "vmi-uid"})
+    d = decide_alert(target(node="node-a", pod=launcher.name), [launcher], policy=POLICY)
+    assert (d.result, d.pod) == (R.UNSAFE, launcher.name) and "KubeVirt VM" in d.detail
+    plain = gpu_pod("vm-a-x7k2p", node="node-a", priority=10, phase="Running")
+    assert decide_alert(target(node="node-a", pod=plain.name), [plain], policy=POLICY).result is None

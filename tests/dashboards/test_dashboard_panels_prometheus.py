@@ -40,6 +40,11 @@ MAY_BE_EMPTY = {
     # One target of a panel ("title [refId]"): the panel's other targets must still show a series.
     "Context switching [A]": "whole-GPU GPM context switching: the demo's only non-MIG GPU is an A100 (no GPM)",
     "Context switching [C]": "the same, switches per second",
+    # The demo node has no vGPU host; tests/publishing and the vGPU scenarios (scenarios/*vgpu*) serve these series.
+    **{title: "the demo has no vGPU host GPU" for title in (
+        "vGPU framebuffer used / total", "vGPU SM utilisation", "vGPU memory-controller utilisation",
+        "vGPU scheduler policy", "vGPU adaptive round-robin", "vGPU scheduler time slice",
+        "vGPU scheduler runlists: GPU time run")},
 }
 
 

@@ -18,9 +18,9 @@ TICK_RECALL_MIN = 0.5  # … and no single window covered less than half
 LONG_EPISODE_TICKS = 150  # a true interference this long must be evicted for with the default action hysteresis
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def suite() -> tuple[Evaluation, str]:
-    """A fresh evaluation of the whole suite and its table (a few seconds)."""
+    """One evaluation of the whole suite and its table (about 30 s on 2 cores), which every test here only reads."""
     evaluation = evaluate([SCENARIOS])
     return evaluation, format_table(evaluation)
 

@@ -32,6 +32,7 @@ team-a  storage-quota    PASS    team-a: storage capped (50Gi claimed)
 team-a  rdma-sriov       PASS    no SR-IOV or RDMA resources requested
 team-a  priority         PASS    PriorityClass values 1000
 team-a  driver-version   PASS    pool NVIDIA-H100-80GB-HBM3: driver 550.54.15
+team-a  vm-migration     PASS    no KubeVirt VM with a vGPU
 team-b  gpu-quota        FAIL    team-b: not capped: nvidia.com/gpu (1 requested)
 team-b  gpu-limit-range  PASS    team-b: max per container nvidia.com/gpu 1
 team-b  node-pool        PASS    1 GPU pod(s), all bound to their node pool
@@ -44,6 +45,7 @@ with team-c
 team-b  rdma-sriov       PASS    no SR-IOV or RDMA resources requested
 team-b  priority         PASS    PriorityClass values 500
 team-b  driver-version   PASS    pool NVIDIA-A100-SXM4-40GB-SHARED: driver 550.54.15
+team-b  vm-migration     PASS    no KubeVirt VM with a vGPU
 team-c  gpu-quota        PASS    team-c: nvidia.com/gpu 1 requested of 2
 team-c  gpu-limit-range  PASS    team-c: max per container nvidia.com/gpu 1
 team-c  node-pool        PASS    1 GPU pod(s), all bound to their node pool
@@ -55,6 +57,7 @@ team-c  storage-quota    PASS    team-c: storage capped (5Gi claimed); StorageCl
 team-c  rdma-sriov       PASS    no SR-IOV or RDMA resources requested
 team-c  priority         PASS    PriorityClass values 100
 team-c  driver-version   PASS    pool NVIDIA-A100-SXM4-40GB-SHARED: driver 550.54.15
+team-c  vm-migration     PASS    no KubeVirt VM with a vGPU
 
 # Suggested fixes (kubectl apply -f -):
 apiVersion: v1

@@ -51,7 +51,7 @@ async def test_the_leader_exports_the_isolation_scorecard(tmp_path, server: Fake
     assert 'gpu_watchdog_isolation_check{check="gpu-quota",result="pass",tenant="team-a"} 1.0' in lines
     assert 'gpu_watchdog_isolation_tenant_gpu_pods{tenant="team-a"} 1.0' in lines
     assert 'gpu_watchdog_isolation_audits_total{result="success"} 1.0' in lines
-    assert sum(1 for line in lines if line.startswith("gpu_watchdog_isolation_check{")) == 30
+    assert sum(1 for line in lines if line.startswith("gpu_watchdog_isolation_check{")) == 33  # 3 tenants x 11 checks
     checked = subprocess.run([shutil.which("promtool") or "promtool", "check", "metrics"], input=text,
                              capture_output=True, text=True, check=False)
     assert checked.returncode == 0, checked.stdout + checked.stderr

@@ -23,6 +23,7 @@ from watchdog.model import (
     Severity,
     Snapshot,
     StageStatus,
+    VgpuRunlist,
     VgpuSample,
     XidEvent,
 )
@@ -105,7 +106,8 @@ def build_rich_snapshot(*, tenant_label: str | None = "team") -> Snapshot:
     sparse = GpuSample(index=3, uuid=SPARSE_UUID, name="NVIDIA L4", memory_total_bytes=24 * GIB)
     vgpu_host = GpuSample(
         index=4, uuid=VGPU_HOST_UUID, name="NVIDIA A100-SXM4-40GB", memory_total_bytes=40 * GIB,
-        vgpu_scheduler="equal_share",
+        vgpu_scheduler="equal_share", vgpu_scheduler_arr="enabled", vgpu_timeslice_seconds=0.002,
+        vgpu_runlists=(VgpuRunlist(runlist=0, run_seconds=12.5, slices=200),),
         vgpus=(VgpuSample(uuid=VGPU_UUID, type_name="GRID A100-10C", vm_id=VM_ID, vm_id_type="uuid",
                           fb_used_bytes=6 * GIB, fb_total_bytes=10 * GIB, sm_util=0.5, memory_util=0.25,
                           encoder_util=0.0, decoder_util=0.0),),

@@ -292,3 +292,13 @@ def test_vgpu_series_exist_on_the_vgpu_host_only(rich_snapshot, series):
     assert value == 6 * 1024**3
     (labels, value), = rows["gpu_watchdog_gpu_vgpu_scheduler_info"]
     assert (labels["gpu_uuid"], labels["policy"], value) == (VGPU_HOST, "equal_share", 1)
+
+
+def test_a_vgpu_host_whose_scheduler_was_not_named_says_unknown(rich_snapshot, series):
+    import dataclasses
+
+    sample = rich_snapshot.sample
+    gpus = tuple(dataclasses.replace(g, vgpu_scheduler=None) if g.uuid == VGPU_HOST else g for g in sample.gpus)
+    snapshot = dataclasses.replace(rich_snapshot, sample=dataclasses.replace(sample, gpus=gpus))
+    (labels, value), = series(snapshot)["gpu_watchdog_gpu_vgpu_scheduler_info"]
+    assert (labels["gpu_uuid"], labels["policy"], value) == (VGPU_HOST, "unknown", 1)

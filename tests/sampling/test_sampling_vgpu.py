@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import pytest
 from sampling_helpers import run_ticks
 
 from watchdog.config.sampling import SamplingSettings
 from watchdog.sampling import NvmlSampler
-from watchdog.sampling.vgpu import UTILISATION_CALL
+from watchdog.sampling.vgpu import SCHEDULER_LOG_CALL, UTILISATION_CALL, UTILISATION_INFO_CALL
 from watchdog.testbed import SimClock, SimulatedGpuNode
 
 VGPU_CALLS = ("nvmlDeviceGetVirtualizationMode", "nvmlDeviceGetHostVgpuMode", "nvmlDeviceGetActiveVgpus",
-              "nvmlDeviceGetVgpuSchedulerState", UTILISATION_CALL, "nvmlDeviceGetVgpuInstancesUtilizationInfo",
+              "nvmlDeviceGetVgpuSchedulerState", SCHEDULER_LOG_CALL, UTILISATION_CALL, UTILISATION_INFO_CALL,
               "nvmlVgpuInstanceGetUUID", "nvmlVgpuInstanceGetVmID", "nvmlVgpuInstanceGetType",
               "nvmlVgpuInstanceGetFbUsage", "nvmlVgpuInstanceGetGpuInstanceId", "nvmlVgpuTypeGetName",
               "nvmlVgpuTypeGetFramebufferSize")
@@ -31,12 +32,12 @@ def _sampler(node: SimulatedGpuNode, clock: SimClock) -> NvmlSampler:
 
 
 def test_a_node_without_vgpu_hosts_is_asked_each_vgpu_call_at_most_once_per_gpu(node, sampler, clock):
-    run_ticks(sampler, clock, 6)
+    ticks = 3 * SamplingSettings().vgpu_scheduler_log_every_ticks + 1  # past several scheduler-log reads of a host
+    run_ticks(sampler, clock, ticks)
     gpus = len(node.scenario.gpus)
-    for name in VGPU_CALLS:
-        assert node.nvml.calls[name] <= gpus, name
     assert node.nvml.calls["nvmlDeviceGetVirtualizationMode"] == gpus
-    assert node.nvml.calls["nvmlDeviceGetActiveVgpus"] == 0
+    for name in VGPU_CALLS[1:]:
+        assert node.nvml.calls[name] == 0, name
     assert all(gpu.vgpus == () and gpu.vgpu_scheduler is None for gpu in sampler.sample(6).gpus)
 
 
@@ -114,4 +115,46 @@ def test_the_probe_lists_every_vgpu_call_per_gpu():
     table = render_table(report, width=120)
     assert "vGPU host" in table and "equal_share" in table and "GRID A100-10C" in table
     assert "nvmlVgpuInstanceGetFbUsage                supported      6.0 GiB" in table
+    node.close()
+
+
+def test_utilisation_comes_from_the_versioned_call_and_falls_back_once_per_gpu():
+    clock = SimClock()
+    node = SimulatedGpuNode.from_scenario(HOST, clock)
+    sampler = _sampler(node, clock)
+    run_ticks(sampler, clock, 4)
+    assert node.nvml.calls[UTILISATION_INFO_CALL] == 4 and node.nvml.calls[UTILISATION_CALL] == 0
+    sampler.close()
+    node.close()
+    # A driver without the versioned call: asked once, then the unversioned call every tick, readings the same.
+    for error in ("NVML_ERROR_NOT_SUPPORTED", "NVML_ERROR_FUNCTION_NOT_FOUND"):
+        clock = SimClock()
+        node = SimulatedGpuNode.from_scenario(HOST, clock)
+        node.inject_error(UTILISATION_INFO_CALL, getattr(node.nvml, error), device_index=0, times=None)
+        sampler = _sampler(node, clock)
+        last = run_ticks(sampler, clock, 4)
+        assert node.nvml.calls[UTILISATION_INFO_CALL] == 1, error
+        assert node.nvml.calls[UTILISATION_CALL] == 4, error
+        assert last.gpus[0].vgpus[0].sm_util == 0.5
+        sampler.close()
+        node.close()
+
+
+def test_the_scheduler_state_and_log_are_read_and_the_log_only_every_few_ticks():
+    clock = SimClock()
+    node = SimulatedGpuNode.from_scenario(HOST, clock)
+    every = 3
+    sampler = NvmlSampler(node.nvml, node="n", clock=clock,
+                          settings=SamplingSettings(vgpu_scheduler_log_every_ticks=every))
+    sampler.open()
+    last = run_ticks(sampler, clock, 2 * every + 1)
+    host = last.gpus[0]
+    assert node.nvml.calls[SCHEDULER_LOG_CALL] == 3  # ticks 0, every, 2 × every
+    assert host.vgpu_scheduler_arr == "enabled" and host.vgpu_timeslice_seconds > 0
+    (runlist,) = [r for r in host.vgpu_runlists if r.run_seconds > 0]  # vm-b asks nothing: its runlist never runs
+    assert runlist.slices > 0
+    # vm-a has run half of the GPU's time (it asks 0.5 and gets it) in the ticks before the last log read
+    ticks_run = 2 * every
+    assert runlist.run_seconds == pytest.approx(0.5 * ticks_run * node.scenario.tick_seconds, rel=0.02)
+    sampler.close()
     node.close()

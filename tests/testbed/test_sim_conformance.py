@@ -36,7 +36,8 @@ nvmlGpmMigSampleGet nvmlGpmMetricsGet nvmlEventSetCreate nvmlDeviceGetSupportedE
 nvmlEventSetWait_v2 nvmlEventSetWait nvmlEventSetFree""".split()
 
 VGPU_FUNCTIONS = """nvmlDeviceGetVirtualizationMode nvmlDeviceGetHostVgpuMode nvmlDeviceGetActiveVgpus
-nvmlDeviceGetVgpuSchedulerState nvmlDeviceGetVgpuUtilization nvmlDeviceGetVgpuInstancesUtilizationInfo
+nvmlDeviceGetVgpuSchedulerState nvmlDeviceGetVgpuSchedulerLog nvmlDeviceGetVgpuUtilization
+nvmlDeviceGetVgpuInstancesUtilizationInfo
 nvmlVgpuInstanceGetUUID nvmlVgpuInstanceGetVmID nvmlVgpuInstanceGetType nvmlVgpuInstanceGetFbUsage
 nvmlVgpuInstanceGetGpuInstanceId nvmlVgpuTypeGetName nvmlVgpuTypeGetFramebufferSize""".split()
 
@@ -46,7 +47,13 @@ VGPU_STRUCT_FIELDS = {
     "c_nvmlVgpuInstanceUtilizationSample_t": {"vgpuInstance", "timeStamp", "smUtil", "memUtil", "encUtil", "decUtil"},
     "c_nvmlVgpuInstanceUtilizationInfo_v1_t": {"vgpuInstance", "timeStamp", "smUtil", "memUtil", "encUtil",
                                                "decUtil"},
-    "c_nvmlVgpuSchedulerGetState_t": {"schedulerPolicy", "arrMode"},
+    "c_nvmlVgpuSchedulerGetState_t": {"schedulerPolicy", "arrMode", "schedulerParams"},
+    "c_nvmlVgpuSchedulerParams_t": {"vgpuSchedDataWithARR"},
+    "c_nvmlVgpuSchedDataWithARR_t": {"avgFactor", "timeslice"},
+    "c_nvmlVgpuSchedulerLog_t": {"engineId", "schedulerPolicy", "arrMode", "schedulerParams", "entriesCount",
+                                 "logEntries"},
+    "c_nvmlVgpuSchedulerLogEntry_t": {"timestamp", "timeRunTotal", "timeRun", "swRunlistId", "targetTimeSlice",
+                                      "cumulativePreemptionTime"},
     "c_nvmlValue_t": {"uiVal"},
 }
 
@@ -297,7 +304,8 @@ def test_vgpu_struct_fields_written_are_pynvmls():
         declared = {field[0] for field in getattr(pynvml, struct)._fields_}
         assert fields <= declared, f"{struct} has no field {sorted(fields - declared)}"
     source = (ROOT / "watchdog" / "testbed" / "nvml" / "vgpu.py").read_text()
-    written = set(re.findall(r"(?:sample|state)\.(\w+)(?:\.uiVal)? = ", source))
+    paths = re.findall(r"\b(?:sample|state|log|entry)\.([\w.]+) = ", source)
+    written = {part for path in paths for part in path.split(".") if part != "uiVal"}
     every = set().union(*(fields for name, fields in VGPU_STRUCT_FIELDS.items() if name != "c_nvmlValue_t"))
     assert written and written <= every, f"vgpu.py writes {sorted(written - every)}, not in VGPU_STRUCT_FIELDS"
 

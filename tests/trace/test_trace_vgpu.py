@@ -9,6 +9,7 @@ import jsonschema
 import pytest
 
 from watchdog.evaluation import simulate
+from watchdog.testbed.profiles import vgpu_type
 from watchdog.trace import TraceHeader, TraceWriter, read_trace, schema
 
 SCENARIO = {
@@ -38,13 +39,18 @@ def test_vgpus_round_trip_and_validate(tmp_path: Path, ticks: list, version: int
     assert [r.sample.gpus for r in records] == [s.gpus for s, _ in ticks]
     last = records[-1].sample.gpus
     assert len(last[0].vgpus) == 2 and last[0].vgpu_scheduler == "fixed_share"
-    assert last[0].vgpus[0].fb_used_bytes == 12 << 30 and last[0].vgpus[0].sm_util == 0.7
+    # fixed_share holds vm-a (asking 0.7) to 1/(the most H100-20C vGPUs a GPU holds) of the GPU
+    cap = 1 / vgpu_type("H100-80GB-HBM3", "NVIDIA H100-20C").max_instances
+    assert last[0].vgpus[0].fb_used_bytes == 12 << 30 and last[0].vgpus[0].sm_util == pytest.approx(cap, abs=0.01)
+    # the scheduler's state and the runlists of its log (read at the first tick) survive too
+    assert last[0].vgpu_scheduler_arr == "enabled" and last[0].vgpu_timeslice_seconds
+    assert records[0].sample.gpus[0].vgpu_runlists and all(r.slices > 0 for r in last[0].vgpu_runlists)
     validator = jsonschema.Draft202012Validator(schema())
     lines = [json.loads(line) for line in path.read_text().splitlines()]
     for line in lines:
         validator.validate(line)
     plain = lines[-1]["sample"]["gpus"][1]
-    assert "vgpus" not in plain and "vgpu_scheduler" not in plain
+    assert not {"vgpus", "vgpu_scheduler", "vgpu_scheduler_arr", "vgpu_timeslice_seconds", "vgpu_runlists"} & set(plain)
 
 
 def test_a_hand_written_vgpu_entry_needs_its_identity() -> None:

@@ -14,7 +14,7 @@ from watchdog.action.eligibility import protection, refusal
 from watchdog.action.evictor import EvictionApi, Evictor, SendGate
 from watchdog.action.killswitch import KillSwitch
 from watchdog.action.pacing import Pacer, PastAttempt
-from watchdog.action.planning import effective_policy, plan, would_be
+from watchdog.action.planning import effective_policy, plan, would_be, would_be_for
 from watchdog.action.stage import ActionStage
 
 __all__ = [
@@ -33,4 +33,5 @@ __all__ = [
     "protection",
     "refusal",
     "would_be",
+    "would_be_for",
 ]

@@ -12,11 +12,12 @@ use of the contended resource, then youngest.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
 from watchdog.action.eligibility import Refusal, refusal
 from watchdog.config.action import ActionPolicy
 from watchdog.model import (
+    EMPTY,
     Attribution,
     Decision,
     EvictionRequest,
@@ -27,6 +28,7 @@ from watchdog.model import (
     PodInfo,
     PodRef,
     Severity,
+    VmiInfo,
 )
 
 
@@ -85,7 +87,8 @@ def _interference(finding: Finding, attribution: Attribution, policy: ActionPoli
         return _stop(finding, EvictionResult.UNSAFE, f"culprit {finding.culprit.key} is not in the pod cache")
     if not culprit.live:
         # Terminating or ended: what it drove is about to be freed; evicting anybody else now could over-evict.
-        return _refused(finding, culprit, refusal(culprit, policy) or Refusal(EvictionResult.GONE, "not live"))
+        return _refused(finding, culprit, refusal(culprit, policy, vms=attribution.vmis)
+                        or Refusal(EvictionResult.GONE, "not live"))
     victims, missing = _victims(finding, attribution)
     if missing:
         return _stop(finding, EvictionResult.UNSAFE, f"victim {missing.key} is not in the pod cache", culprit)
@@ -97,7 +100,7 @@ def _interference(finding: Finding, attribution: Attribution, policy: ActionPoli
     if terminating is not None:
         detail = f"{terminating.namespace}/{terminating.name}, a driver of this contention, is terminating"
         return _stop(finding, EvictionResult.ALREADY_EVICTED, detail, terminating)
-    refused = refusal(culprit, policy)
+    refused = refusal(culprit, policy, vms=attribution.vmis)
     if refused:
         return _refused(finding, culprit, refused, protects=_above(live, culprit))
     if not _above(live, culprit):
@@ -106,7 +109,7 @@ def _interference(finding: Finding, attribution: Attribution, policy: ActionPoli
         return _stop(finding, EvictionResult.NOT_LOWER_PRIORITY, detail, culprit)
     for pod in drivers:  # the culprit is among them and may go: one of them does
         protects = _above(live, pod)
-        if pod.uid == culprit.uid or (protects and refusal(pod, policy) is None):
+        if pod.uid == culprit.uid or (protects and refusal(pod, policy, vms=attribution.vmis) is None):
             return _go(finding, pod, protects=protects, co_driver_of=None if pod.uid == culprit.uid else culprit)
     raise AssertionError("unreachable: the culprit is a driver")
 
@@ -145,7 +148,8 @@ def _memory_pressure(finding: Finding, attribution: Attribution, policy: ActionP
         others = victims or [p for p in candidates if p.uid != pod.uid]
         return [p for p in others if p.live and p.uid != pod.uid]
 
-    return _first_fit(finding, candidates, policy, protected_by=protected_by, compare_priority=True)
+    return _first_fit(finding, candidates, policy, protected_by=protected_by, compare_priority=True,
+                      vms=attribution.vmis)
 
 
 def _quota(finding: Finding, attribution: Attribution, policy: ActionPolicy) -> Decision:
@@ -164,7 +168,8 @@ def _quota(finding: Finding, attribution: Attribution, policy: ActionPolicy) -> 
     candidates.sort(key=lambda p: (p.priority, -_use(finding, p), -p.created))
     protects = [v for v in (attribution.pod(ref) for ref in finding.victims) if v is not None and v.live]
     return _first_fit(
-        finding, candidates, policy, protected_by=lambda pod: protects, compare_priority=False, tenant=tenant
+        finding, candidates, policy, protected_by=lambda pod: protects, compare_priority=False, tenant=tenant,
+        vms=attribution.vmis,
     )
 
 
@@ -186,7 +191,7 @@ def _xid_drain(finding: Finding, attribution: Attribution, policy: ActionPolicy)
         if pod is None:
             decisions.append(_stop(finding, EvictionResult.UNSAFE, f"pod {ref.key} is not in the pod cache"))
             continue
-        refused = refusal(pod, policy)
+        refused = refusal(pod, policy, vms=attribution.vmis)
         decisions.append(_refused(finding, pod, refused) if refused else _go(finding, pod, protects=()))
     return decisions
 
@@ -202,6 +207,7 @@ def _first_fit(
     protected_by,
     compare_priority: bool,
     tenant: str | None = None,
+    vms: Mapping[str, VmiInfo] = EMPTY,
 ) -> Decision:
     """The first ranked pod that may go and frees enough; else the most telling reason why none may."""
     if not ranked:
@@ -217,8 +223,11 @@ def _first_fit(
             return _stop(finding, EvictionResult.ALREADY_EVICTED, f"{pod.namespace}/{pod.name} is terminating", pod)
         if not frees_enough:
             continue
-        refused = refusal(pod, policy)
+        refused = refusal(pod, policy, vms=vms)
         protects = protected_by(pod)
+        if refused and refused.result is EvictionResult.VM_MIGRATING:
+            # Its VM is moving away, which frees what it uses: as with a terminating pod, evict nobody else now.
+            return _refused(finding, pod, refused, protects=protects)
         if refused:
             first_blocker = first_blocker or _refused(finding, pod, refused, protects=protects)
             continue
@@ -245,7 +254,7 @@ def _culprit(finding: Finding, attribution: Attribution, policy: ActionPolicy) -
     pod = attribution.pod(finding.culprit)
     if pod is None:
         return _stop(finding, EvictionResult.UNSAFE, f"culprit {finding.culprit.key} is not in the pod cache")
-    refused = refusal(pod, policy)
+    refused = refusal(pod, policy, vms=attribution.vmis)
     return _refused(finding, pod, refused) if refused else pod
 
 

@@ -6,16 +6,19 @@ is protected for one is protected for the other. PURE: no I/O, no asyncio.
 The protected cases follow the descheduler's defaults (kubernetes-sigs/descheduler, pkg/descheduler/evictions/
 evictions.go: DaemonSet pods, mirror/static pods, pods at or above a priority threshold, pods already terminating)
 plus the namespace list and the opt-out annotation of this project. The part no policy can remove is the floor
-(floor.py), checked first; the policy only adds to it.
+(floor.py), checked first; the policy only adds to it. A virt-launcher pod is a candidate only when KubeVirt will
+live-migrate its VM (vm_rules.py), checked when the caller knows the node's VMIs.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Mapping
 
 from watchdog.action.floor import annotated, floor_protection
+from watchdog.action.vm_rules import vm_refusal
 from watchdog.config.action import ActionPolicy
-from watchdog.model import EvictionResult, PodInfo
+from watchdog.model import EvictionResult, PodInfo, VmiInfo
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,8 +29,10 @@ class Refusal:
     detail: str
 
 
-def refusal(pod: PodInfo, policy: ActionPolicy) -> Refusal | None:
-    """The reason this pod must not be evicted, or None when it may be."""
+def refusal(pod: PodInfo, policy: ActionPolicy, *, vms: Mapping[str, VmiInfo] | None = None) -> Refusal | None:
+    """The reason this pod must not be evicted, or None when it may be. `vms`: the node's VMIs by uid, to judge a
+    virt-launcher pod by its VM (vm_rules.py); None where they are not known and the VM rules were applied earlier
+    (the evictor's re-check of a decision)."""
     if pod.phase in ("Succeeded", "Failed"):
         return Refusal(EvictionResult.GONE, f"pod {pod.namespace}/{pod.name} already ended ({pod.phase})")
     if pod.deleting:
@@ -35,6 +40,10 @@ def refusal(pod: PodInfo, policy: ActionPolicy) -> Refusal | None:
     protected = protection(pod, policy)
     if protected:
         return Refusal(EvictionResult.PROTECTED, protected)
+    if vms is not None:
+        vm = vm_refusal(pod, vms, policy.vms)
+        if vm is not None:
+            return Refusal(vm.result, vm.detail)
     return None
 
 

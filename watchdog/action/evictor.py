@@ -41,6 +41,7 @@ COMPONENT = "gpu-watchdog"
 EVENT_REASONS: Mapping[EvictionResult, tuple[str, str]] = {
     EvictionResult.EVICTED: ("GpuWatchdogEvicted", "Warning"),
     EvictionResult.DRY_RUN: ("GpuWatchdogDryRun", "Normal"),
+    EvictionResult.MIGRATING: ("GpuWatchdogMigrationRequested", "Normal"),  # KubeVirt moves the VM, still running
     EvictionResult.BLOCKED_PDB: ("GpuWatchdogEvictionBlocked", "Warning"),
     EvictionResult.BLOCKED: ("GpuWatchdogEvictionBlocked", "Warning"),
     EvictionResult.ERROR: ("GpuWatchdogEvictionFailed", "Warning"),
@@ -49,6 +50,8 @@ _VERBS: Mapping[EvictionResult, str] = {
     EvictionResult.EVICTED: "evicted",
     EvictionResult.DRY_RUN: "would evict (dry-run)",
     EvictionResult.ERROR: "could not evict",
+    EvictionResult.MIGRATING: "asked KubeVirt to live-migrate the VM of",
+    EvictionResult.BLOCKED: "eviction refused for",
 }
 
 
@@ -377,7 +380,7 @@ class Evictor:
         reason, event_type = EVENT_REASONS[result]
         verb = _VERBS.get(result, "eviction refused by a PodDisruptionBudget:")
         message = f"gpu-watchdog {verb} {request.pod.key} (mode {mode.value}): {request.message}"
-        if result is EvictionResult.ERROR:
+        if result in (EvictionResult.ERROR, EvictionResult.MIGRATING, EvictionResult.BLOCKED):
             message = f"gpu-watchdog {verb} {request.pod.key} (mode {mode.value}): {detail}; {request.message}"
         message = message[:1000]
         try:

@@ -20,7 +20,8 @@ from watchdog.model import ActionOutcome, ActionRecord, ActionReport, Decision, 
 
 log = logging.getLogger(__name__)
 
-_LOGGED = (EvictionResult.EVICTED, EvictionResult.DRY_RUN, EvictionResult.BLOCKED_PDB, EvictionResult.ERROR)
+_LOGGED = (EvictionResult.EVICTED, EvictionResult.DRY_RUN, EvictionResult.MIGRATING, EvictionResult.BLOCKED_PDB,
+           EvictionResult.BLOCKED, EvictionResult.ERROR)
 
 
 class Ledger:

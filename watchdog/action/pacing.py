@@ -30,6 +30,7 @@ from dataclasses import dataclass, replace
 from typing import Collection, Iterable, Mapping
 
 from watchdog.action.lineage import Lineage, lineage_key, next_lineage
+from watchdog.action.vm_cooldown import MigrationMemory
 from watchdog.config.action import ActionPolicy
 from watchdog.model import (REPORT_ONLY_KINDS, Attribution, Decision, EvictionRequest, EvictionResult, Finding,
                             FindingKind, PodInfo, PodRef)
@@ -40,6 +41,7 @@ ATTEMPTS = frozenset(
         EvictionResult.EVICTED,
         EvictionResult.DRY_RUN,
         EvictionResult.OBSERVED,
+        EvictionResult.MIGRATING,
         EvictionResult.BLOCKED_PDB,
         EvictionResult.BLOCKED,
         EvictionResult.GONE,
@@ -55,8 +57,9 @@ RETRIED = frozenset(
 # The detail of a decision whose pod already has a send queued (the agent's evictor sends beside the tick): that
 # send accounts for the pod, so the evictor neither counts nor audits this one.
 IN_FLIGHT = "a send for this pod is queued"
-# Attempts that went through (or, by mode, stand for one that would have): they start every cooldown.
-DONE = frozenset({EvictionResult.EVICTED, EvictionResult.DRY_RUN, EvictionResult.OBSERVED})
+# Attempts that went through (or, by mode, stand for one that would have): they start every cooldown. A launcher
+# pod's also starts its VMI's migration cooldown (vm_cooldown.py).
+DONE = frozenset({EvictionResult.EVICTED, EvictionResult.DRY_RUN, EvictionResult.OBSERVED, EvictionResult.MIGRATING})
 
 
 @dataclass(slots=True)
@@ -115,6 +118,7 @@ class Pacer:
         self._tenants: dict[str, str] = {}
         self._owner_kinds: dict[str, str | None] = {}  # pod key → its controller's kind, for its lineage
         self._lineages: dict[str, Lineage] = {}
+        self._migrations = MigrationMemory()  # KubeVirt VMs: a cooldown per VMI after each migration
         self._tick_times: deque[tuple[int, float]] = deque()  # (tick, pacing time), increasing: for hysteresis
 
     @property
@@ -160,6 +164,8 @@ class Pacer:
         if tick is not None:
             self._note_tick(tick, now)
         policy = self._policy
+        if attribution is not None and attribution.vmis:
+            self._migrations.observe(attribution.vmis.values(), now=now, policy=policy.vms)
         by_key: Mapping[str, Finding] = {f.key: f for f in findings}
         available = self._bucket.refill(now)
         granted_pods: set[str] = set()
@@ -230,6 +236,7 @@ class Pacer:
         if tenant is not None:
             self._tenants[key] = tenant
         self._owner_kinds[key] = pod.owner_kind
+        self._migrations.learn(pod)
 
     def tenant(self, pod_key: str) -> str | None:
         """The tenant last learned for a pod key, if any."""
@@ -281,6 +288,7 @@ class Pacer:
         # Dry-run and observe start the same cooldowns an eviction would: the report then matches enforce mode,
         # and a standing finding is not re-sent (nor re-announced as an Event) every cycle.
         self._remember_done(request.pod, result, at=now)
+        self._migrations.requested(pod, now=now, policy=policy.vms)
 
     def _remember_done(self, ref: PodRef, result: EvictionResult, *, at: float) -> None:
         policy = self._policy
@@ -331,6 +339,9 @@ class Pacer:
         lineage = self._lineages.get(lineage_name)
         if lineage is not None and lineage.until > now:
             return EvictionResult.COOLDOWN, f"workload {lineage_name} was {lineage.describe(now)}"
+        migrated = self._migrations.wait(pod, now=now)
+        if migrated is not None:
+            return EvictionResult.COOLDOWN, migrated
         tenant = self._tenants.get(pod, request.pod.namespace)
         if self._tenant_until.get(tenant, -1.0) > now:
             left = self._tenant_until[tenant] - now
@@ -366,6 +377,7 @@ class Pacer:
             del self._backoff[key]
         for key in [k for k, lineage in self._lineages.items() if lineage.forget_at <= now]:
             del self._lineages[key]
+        self._migrations.forget_expired(now)
 
 
 # The kinds the policy sets a persistence for: every kind that may lead to an eviction.

@@ -13,6 +13,7 @@ from typing import Collection, Iterable
 
 from watchdog.action.decision import decide
 from watchdog.action.pacing import Pacer
+from watchdog.action.vm_rules import is_launcher, launcher_vmi, will_migrate
 from watchdog.config.action import ActionPolicy
 from watchdog.config.runtime import resolve_action_policy
 from watchdog.model import Attribution, Decision, EvictionRequest, EvictionResult, Finding, Mode
@@ -65,5 +66,18 @@ def plan(
     paced = decide_and_pace(findings, attribution, policy, now, pacer=pacer, tick=tick)
     for decision in paced:
         if decision.result is None and decision.request is not None:
-            pacer.record(decision.request, would_be(policy.mode), now=now)
+            pacer.record(decision.request, would_be_for(decision, attribution, policy.mode), now=now)
     return paced
+
+
+def would_be_for(decision: Decision, attribution: Attribution, mode: Mode) -> EvictionResult:
+    """`would_be(mode)`, except that in enforce mode KubeVirt answers a launcher pod whose VM will live-migrate with
+    an evacuation: `migrating` (vm_rules.py)."""
+    result = would_be(mode)
+    request = decision.request
+    pod = attribution.pod(request.pod) if request is not None else None
+    if result is EvictionResult.EVICTED and pod is not None and is_launcher(pod):
+        vmi = launcher_vmi(pod, attribution.vmis)
+        if vmi is not None and will_migrate(vmi):
+            return EvictionResult.MIGRATING
+    return result

@@ -33,6 +33,7 @@ SECRET_FILES = frozenset({
 NOT_SECRET = frozenset({
     "mqtt.ca_file", "mqtt.cert_file", "mqtt.tls", "mqtt.tls_check_hostname", "controller.tls_cert_file",
     "policy.action.kill_switch.key", "action.kill_switch.key",
+    "action.vms.passthrough", "policy.action.vms.passthrough",  # what to do with a passthrough VM (report | evict)
 })
 """Fields whose names look secret-ish but are not (public certificates, a ConfigMap key's name, switches)."""
 

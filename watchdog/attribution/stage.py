@@ -24,7 +24,7 @@ from typing import Callable, Mapping, Protocol, Sequence
 from watchdog.attribution.join import (attribute, resolve_claim_devices, unassigned_processes, unknown_devices,
                                        unresolvable_device_ids)
 from watchdog.attribution.sharing_sources import NodeSharing
-from watchdog.attribution.vgpus import vgpu_owners
+from watchdog.attribution.vgpus import vgpu_owners, vmis_by_uid
 from watchdog.model import (EMPTY, Attribution, ClaimDevice, DeviceAssignment, HostProcess, NodeSample, PodIndex,
                             SliceDevice, SliceKey, VmiInfo)
 
@@ -163,7 +163,8 @@ class NodeAttributor:
         vmis = self.vmis.vmis if self.vmis is not None else None
         result = dataclasses.replace(result, slices_ok=self.slices_ok() if self.slices_ok is not None else None,
                                      claims_held=len(self.unresolved_claim_devices),
-                                     vgpus=vgpu_owners(sample, vmis, index) if vmis else EMPTY)
+                                     vgpus=vgpu_owners(sample, vmis, index) if vmis else EMPTY,
+                                     vmis=vmis_by_uid(vmis) if vmis else EMPTY)
         result = self._hold_back_unconfirmed(sample, result)
         result.usage(sample)  # summed here, once, after the hold-back: detection and every scrape read these sums
         return result

@@ -40,6 +40,12 @@ def launcher_pods(index: PodIndex, *, node: str) -> Mapping[str, PodRef]:
     return found
 
 
+def vmis_by_uid(vmis: Iterable[VmiInfo]) -> Mapping[str, VmiInfo]:
+    """VMI uid → VMI (a launcher pod's kubevirt.io/created-by label names its VMI's uid)."""
+    found = {vmi.uid: vmi for vmi in vmis if vmi.uid}
+    return MappingProxyType(found) if found else EMPTY
+
+
 def vgpu_owners(sample: NodeSample, vmis: Iterable[VmiInfo], index: PodIndex) -> Mapping[str, VgpuOwner]:
     """vGPU UUID → its owner, for every vGPU of ``sample`` whose VM UUID is a VMI's firmware UUID."""
     by_uuid = {vmi.firmware_uuid.lower(): vmi for vmi in vmis if vmi.firmware_uuid}

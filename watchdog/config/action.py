@@ -7,7 +7,9 @@ dry-run, a priority floor far below system-critical, Xid report-only, a slow nod
 
 from __future__ import annotations
 
-from pydantic import Field, field_validator
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
 
 from watchdog.config._base import Section
 from watchdog.config.limits import MAX_NAMESPACES
@@ -62,6 +64,41 @@ class ClusterBudget(Section):
     window_seconds: float = Field(3600.0, gt=0, description="The sliding window the ceiling counts over.")
     namespace: NamespaceName | None = Field(None, description="Namespace of the ConfigMap; None means the agent's own.")
     name: ObjectName = Field("gpu-watchdog-eviction-budget", description="Name of the ConfigMap.")
+
+
+class VmPolicy(Section):
+    """KubeVirt VMs, whose virt-launcher pods KubeVirt answers an eviction for: by live-migrating the VM, by refusing,
+    or (no migration possible) by letting the pod go, which stops the VM (docs/action.md, "Virtual machines")."""
+
+    evict_without_migration: bool = Field(
+        False,
+        description="Evict a virt-launcher pod even when KubeVirt would stop its VM rather than live-migrate it "
+        "(evictionStrategy None or unset, or LiveMigrateIfPossible on a VM that cannot migrate).",
+    )
+    passthrough: Literal["report", "evict"] = Field(
+        "report",
+        description="A VM holding a whole GPU by passthrough cannot live-migrate: report only (never evicted), or "
+        "evict, which stops it when its eviction strategy lets the pod go.",
+    )
+    migration_cooldown_seconds: float = Field(
+        600.0, ge=0, description="After a migration of a VMI (requested here or seen ended), leave it alone this long."
+    )
+    migration_cooldown_max_seconds: float = Field(
+        14_400.0, ge=0, description="Each further migration of the same VMI within the window doubles its cooldown, "
+        "up to this."
+    )
+    migration_repeat_window_seconds: float = Field(
+        3_600.0, ge=0, description="A migration within this long after the VMI's cooldown ended counts as a repeat."
+    )
+
+    @model_validator(mode="after")
+    def _max_not_below_base(self) -> "VmPolicy":
+        if self.migration_cooldown_max_seconds < self.migration_cooldown_seconds:
+            raise ValueError(
+                f"migration_cooldown_max_seconds ({self.migration_cooldown_max_seconds:g}) is below "
+                f"migration_cooldown_seconds ({self.migration_cooldown_seconds:g}): the cooldown only grows"
+            )
+        return self
 
 
 class ActionPolicy(Section):
@@ -130,6 +167,10 @@ class ActionPolicy(Section):
         gt=0,
         description="A send that would go out longer than this after the tick its finding was judged on (a slow API "
         "server, a queue behind it) is dropped as `stale` instead: never evict on an old reading.",
+    )
+    vms: VmPolicy = Field(
+        VmPolicy(), description="KubeVirt VMs: by default a virt-launcher pod is evicted only when its VM will "
+        "live-migrate."
     )
     kill_switch: KillSwitch = Field(KillSwitch(), description="ConfigMap that pauses every eviction.")
     cluster_budget: ClusterBudget = Field(

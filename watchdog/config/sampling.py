@@ -22,6 +22,9 @@ class SamplingSettings(Section):
     process_util_hold_seconds: float = Field(
         5.0, ge=0, description="Keep a process's last SM/memory share this long while NVML has no newer sample."
     )
+    vgpu_scheduler_log_every_ticks: int = Field(
+        10, ge=1, description="Read a vGPU host's scheduler log (nvmlDeviceGetVgpuSchedulerLog) every this many ticks."
+    )
     quarantine_ticks: int = Field(
         DEFAULT_QUARANTINE_TICKS, ge=0, le=86_400,
         description="After an implausible reading, plausible ticks a device must read before detection judges it.",

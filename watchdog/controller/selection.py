@@ -20,6 +20,10 @@ is refused (not_lower_priority) while the tenant has a lower-priority GPU pod on
 alert's author picked a pod, but the rule the agent obeys is to free capacity at the lowest priority first (for a
 device-bound alert that pod may sit on another GPU of the node: refusing then errs on the side of not evicting).
 
+A virt-launcher pod (a KubeVirt VM) is never chosen by an alert (`unsafe`): KubeVirt answers its eviction by
+migrating or by stopping the VM according to the VMI (action/vm_rules.py), which the node agent lists and the
+controller does not; GPU-driven relief of a VM is the agent's.
+
 Only a pod that holds its GPU is a candidate, named or not: phase Running on a node. A Pending pod (unschedulable,
 or its containers not started) frees nothing, and eviction.go deletes a Pending pod without any PodDisruptionBudget
 check (pkg/registry/core/pod/storage/eviction.go, canIgnorePDB), so picking one would end the firing as "handled"
@@ -34,6 +38,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from watchdog.action.eligibility import refusal
+from watchdog.action.vm_rules import is_launcher
 from watchdog.config.action import ActionPolicy
 from watchdog.controller.webhook import NODE_LABEL, AlertTarget
 from watchdog.model import (REPORT_ONLY_KINDS, Decision, EvictionRequest, EvictionResult, PodInfo, PodRef,
@@ -104,6 +109,10 @@ def _decide_named(target: AlertTarget, tenant: list[PodInfo], here: list[PodInfo
     if candidate.node and candidate.node != target.node:
         detail = f"pod {where} runs on node {candidate.node}, not on {target.node} where the alert fired"
         return _stop(target, EvictionResult.NO_CANDIDATE, detail, None)
+    if is_launcher(candidate):
+        detail = (f"pod {where} runs a KubeVirt VM: whether evicting it migrates or stops the VM depends on its VMI, "
+                  "which only the node agent reads; an alert never evicts a VM")
+        return _stop(target, EvictionResult.UNSAFE, detail, candidate)
     if not is_gpu_pod(candidate):
         detail = f"pod {where} requests no GPU; an alert never evicts a non-GPU pod"
         return _stop(target, EvictionResult.NO_CANDIDATE, detail, None)

@@ -1,8 +1,8 @@
 """The shapes every detector reads: a device, a sharing domain and its kind, built once per tick by domains.py.
 
 Pure (no I/O). They live apart from the code that builds them so that every builder (domains.py for the power,
-time-slice and GPU-instance domains, pcie.py for the PCIe link) and every reader imports them from one place,
-downward, and no module imports its own importer. docs/detection.md says what each kind of domain shares.
+time-slice and GPU-instance domains, pcie.py for the PCIe link, mps.py and vgpu.py for theirs) and every reader
+imports them from one place, downward, and no module imports its own importer. docs/detection.md says what each kind of domain shares.
 """
 
 from __future__ import annotations
@@ -13,12 +13,15 @@ from enum import StrEnum
 from functools import lru_cache
 from typing import Mapping, Sequence
 
-from watchdog.model import EMPTY, DeviceSharing, GpuSample, MigSample, PodRef, ProcessSample
+from watchdog.model import EMPTY, DeviceSharing, GpuSample, MigSample, PodRef, ProcessSample, VgpuSample
 
 # Compute slices of an A100/H100/H200 (NVIDIA MIG user guide, "Supported MIG Profiles"); only scales the `share`
 # evidence.
 MIG_COMPUTE_SLICES = 7
 _PROFILE_SLICES = re.compile(r"^(?:(\d+)c\.)?(\d+)g\.")
+# A MIG-backed vGPU type is named <board>-<compute slices>-<framebuffer GB>C, e.g. "GRID A100-3-20C" (NVIDIA Virtual GPU
+# Software User Guide, "MIG-Backed vGPU Types"); a time-sliced one has no slice count ("GRID A100-4C").
+_VGPU_TYPE_SLICES = re.compile(r"-([1-7])-\d+[A-Z]$")
 
 
 class DomainKind(StrEnum):
@@ -27,6 +30,12 @@ class DomainKind(StrEnum):
     GPU_INSTANCE = "gi"
     PCIE = "pcie"
     MPS = "mps"  # MPS clients under the device plugin's limits: SMs split, DRAM bandwidth and L2 shared
+    VGPU = "vgpu"  # VMs' time-sliced vGPUs under the best-effort vGPU scheduler (detection/vgpu.py)
+
+
+# The kinds whose members take turns on the SMs, judged alike: a pod's share taken while the GPU is busy, the
+# fair-share rule, the scheduler model (detection/scheduler_model.py).
+TIME_SLICED = frozenset({DomainKind.TIMESLICE, DomainKind.VGPU})
 
 
 # Device and Domain are built afresh for every device and domain of every tick and never changed after: they are
@@ -53,6 +62,8 @@ class Device:
     unattributed_sm: float | None = None  # SM activity (0–1 of this device) of processes no known pod owns
     compute_instances: tuple[str, ...] = ()  # a GI's memory pool (detection/pools.py): the UUIDs of its CI devices
     mps: DeviceSharing | None = None  # a whole GPU whose pods are MPS clients under the plugin's limits (mps.py)
+    vgpu: VgpuSample | None = None  # a VM's vGPU on a vGPU host GPU (detection/vgpu.py); then mig is None
+    vgpu_gi: MigSample | None = None  # a MIG-backed vGPU's GPU instance as a MIG device of the sample, if listed
 
     @property
     def profile(self) -> str | None:
@@ -61,7 +72,13 @@ class Device:
     @property
     def share(self) -> float:
         """Fraction of the GPU's compute this device can use."""
-        return 1.0 if self.mig is None else profile_share(self.mig.profile)
+        if self.mig is not None:
+            return profile_share(self.mig.profile)
+        if self.vgpu is None or self.vgpu.gpu_instance is None:
+            return 1.0  # a whole GPU, or a time-sliced vGPU: its SM share is of the whole GPU's time
+        if self.vgpu_gi is not None:
+            return profile_share(self.vgpu_gi.profile)
+        return vgpu_type_share(self.vgpu.type_name)
 
 
 @lru_cache(maxsize=256)
@@ -71,6 +88,13 @@ def profile_share(profile: str) -> float:
     if not match:
         return 1.0 / MIG_COMPUTE_SLICES
     return min(1.0, int(match.group(1) or match.group(2)) / MIG_COMPUTE_SLICES)
+
+
+@lru_cache(maxsize=64)
+def vgpu_type_share(type_name: str) -> float:
+    """Compute slices of a MIG-backed vGPU type ("GRID A100-3-20C" → 3/7); one slice when the name does not say."""
+    match = _VGPU_TYPE_SLICES.search(type_name)
+    return int(match.group(1)) / MIG_COMPUTE_SLICES if match else 1.0 / MIG_COMPUTE_SLICES
 
 
 @dataclass(slots=True)

@@ -7,7 +7,8 @@ all its instances, and its PCIe link one *pcie* domain for them (judged where NV
 and width); a GPU not in MIG mode handed to several pods (time-slicing replicas, MPS without limits) shares SMs
 and DRAM bandwidth between them (*timeslice*); MPS clients under the device plugin's limits have their own slice
 of the SMs and share DRAM bandwidth and L2 (*mps*, detection/mps.py); a GPU instance holding several compute
-instances shares DRAM and L2 (*gi*).
+instances shares DRAM and L2 (*gi*). On a vGPU host each VM's vGPU is a device of its launcher pod, and
+time-sliced vGPUs under the best-effort scheduler share SM time (*vgpu*, detection/vgpu.py).
 A pod belongs to a device when the kubelet assigned it (attribution.devices) or one of its processes runs there
 (attribution.processes): the latter is how an unauthorized user still counts as an antagonist.
 """
@@ -21,6 +22,7 @@ from watchdog.detection.domain_types import Device, Domain, DomainKind, unique_r
 from watchdog.detection.mps import mps_domain, mps_limits
 from watchdog.detection.pcie import pcie_domain
 from watchdog.detection.trust import ambiguous_uuids
+from watchdog.detection.vgpu import held_gpu_instances, time_sliced_shares, vgpu_devices, vgpu_domain
 from watchdog.model import Attribution, GpuSample, MigSample, NodeSample, PodRef, PodUsage, ProcessSample
 
 # The types live in domain_types (pcie.py builds on them too); named here as well for the callers that read a
@@ -100,10 +102,11 @@ def devices_of(
         if gpu.lost or gpu.uuid in ambiguous:
             continue
         if gpu.mig_enabled:
+            held = held_gpu_instances(gpu) if gpu.vgpus else frozenset()
             per_gi = Counter(mig.gpu_instance for mig in gpu.instances)
             for mig in gpu.instances:
-                if mig.uuid in ambiguous:
-                    continue
+                if mig.uuid in ambiguous or (held and mig.gpu_instance in held):
+                    continue  # a MIG-backed vGPU's GI is that vGPU's device (vgpu.py), never counted twice
                 devices.append(_device(uuid=mig.uuid, gpu=gpu, mig=mig, processes=mig.processes,
                                        users=usage.get(mig.uuid, ()), attribution=attribution,
                                        pooled=per_gi[mig.gpu_instance] > 1))
@@ -113,6 +116,8 @@ def devices_of(
             if attribution.sharing:
                 device.mps = mps_limits(gpu, gpu.processes, attribution)
             devices.append(device)
+        if gpu.vgpus:
+            devices.extend(vgpu_devices(gpu, attribution, leave_out=ambiguous))
     return devices
 
 
@@ -131,6 +136,10 @@ def domains_of(devices: Sequence[Device]) -> list[Domain]:
                 link = pcie_domain(gpu, members, pods=power.pods, sm_activity=power.activity)
                 if link is not None:
                     domains.append(link)
+        if gpu.vgpus and not gpu.mig_enabled:
+            vgpu = vgpu_domain(gpu, members, busy=timeslice_busy(gpu, time_sliced_shares(gpu)))
+            if vgpu is not None:
+                domains.append(vgpu)
         if not gpu.mig_enabled:
             device = members[0]
             if device.mps is not None:

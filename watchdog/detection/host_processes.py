@@ -12,6 +12,11 @@ A process is judged only when attribution is healthy (with the kubelet or the AP
 that open every GPU by design (DCGM's nv-hostengine, nvidia-persistenced, the device plugin as a host service) are
 exempt by command or cgroup pattern (``unauthorized.exempt_commands`` / ``exempt_cgroups``). A PID whose cgroup could
 not be read is not in ``Attribution.host_processes`` and is never judged: unreadable is not "in no pod".
+
+A VM's vGPU whose VM maps to no VMI or no live virt-launcher pod (a VM started by hand, one KubeVirt does not manage)
+is the same on a vGPU host: it takes SM time and framebuffer from the VMs the cluster placed there, and there is no
+pod to evict. It is reported as ``unauthorized_host`` too, on a GPU where some vGPU does belong to a pod (a GPU with
+no VM of the cluster is nobody's to defend), with the vGPU's UUID, type, VM id and, where the VMI is known, its name.
 """
 
 from __future__ import annotations
@@ -58,6 +63,10 @@ class HostProcessDetector:
             return self._report(tick)  # cannot tell: neither raise nor clear anything
         observed: set[str] = set()
         for device in view.devices or ():
+            if device.vgpu is not None:
+                if not device.pods:
+                    self._unmapped_vgpu(device, view, observed)
+                continue
             if not device.assigned:
                 continue  # a device no pod was given is nobody's to defend
             hosts = [(proc, attribution.host_processes.get(proc.pid)) for proc in device.processes]
@@ -73,6 +82,59 @@ class HostProcessDetector:
             if self._runs.get(key) is None:
                 del self._open[key]
         return self._report(tick)
+
+    def _unmapped_vgpu(self, device: Device, view: TickView, observed: set[str]) -> None:
+        """A vGPU of no pod, on a GPU where other vGPUs do belong to pods: those pods are what it hurts."""
+        vgpu = device.vgpu
+        assert vgpu is not None
+        neighbours = tuple(ref for other in view.devices or () if other.gpu is device.gpu and other.vgpu is not None
+                           for ref in other.pods)
+        if not neighbours:
+            return
+        key = f"unauthorized-host/{device.gpu.uuid}/vgpu/{vgpu.uuid}"
+        observed.add(key)
+        policy, tick = self._policy.unauthorized, view.tick
+        run = self._runs.hold(key, tick=tick, timestamp=view.timestamp, for_ticks=policy.for_ticks)
+        if not run.active:
+            return
+        gpu_total = device.gpu.memory_total_bytes
+        size = vgpu.fb_total_bytes or 0
+        memory_ratio = size / gpu_total if gpu_total else 0.0
+        share = max(memory_ratio, vgpu.sm_util or 0.0)
+        owner = view.attribution.vgpus.get(vgpu.uuid)
+        evidence: dict[str, float | int | str] = {
+            "vgpu_uuid": vgpu.uuid,
+            "vgpu_type": vgpu.type_name,
+            "vm_id": vgpu.vm_id,
+            "vm_id_type": vgpu.vm_id_type,
+            "gpu_uuid": device.gpu.uuid,
+            "shared_with": ",".join(ref.key for ref in neighbours),
+            "framebuffer_bytes": int(size),
+            "memory_ratio": round(memory_ratio, 4),
+            "ticks": run.ticks,
+        }
+        if owner is not None:
+            evidence["vmi"] = f"{owner.namespace}/{owner.vmi}"  # a VMI whose launcher pod is not live here
+        if vgpu.sm_util is not None:
+            evidence["sm_share"] = round(vgpu.sm_util, 4)
+        self._open[key] = Finding(
+            kind=FindingKind.UNAUTHORIZED_HOST,
+            key=key,
+            domain=f"vgpu/{device.gpu.uuid}",
+            resource="device",
+            severity=Severity.CRITICAL if share >= policy.host_critical_ratio else Severity.WARNING,
+            first_tick=run.first_tick,
+            last_tick=tick,
+            since=run.since,
+            victims=neighbours,
+            culprit=None,  # no pod: nothing to evict
+            evidence=evidence,
+            usage={f"vgpu/{vgpu.uuid}": float(size)},
+            needed=float(size),
+            message=f"vGPU {vgpu.uuid} ({vgpu.type_name or '?'}) of VM {vgpu.vm_id} belongs to no pod and shares "
+            f"{device.gpu.uuid} with {', '.join(ref.key for ref in neighbours)}",
+            gpu_uuid=device.gpu.uuid,
+        )
 
     def _finding(self, device: Device, proc: ProcessSample, host: HostProcess, *, key: str, run: Run,
                  tick: int) -> Finding:

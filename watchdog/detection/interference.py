@@ -17,7 +17,7 @@ from typing import Callable, Mapping
 from watchdog.config.detection import DetectionPolicy
 from watchdog.detection.antagonist import Before, find_antagonist
 from watchdog.detection.blind import BlindEpisode, blind_to_neighbours, culprit_unknown_finding
-from watchdog.detection.domain_types import Domain, DomainKind
+from watchdog.detection.domain_types import TIME_SLICED, Domain, DomainKind
 from watchdog.detection.episodes import ClosedEpisode, DomainState, Episode, PodState
 from watchdog.detection.interference_finding import interference_finding
 from watchdog.detection.levels import LevelSet, learn_domain, learn_link
@@ -104,7 +104,7 @@ class InterferenceDetector:
         fair = fair_levels(domain)
         # Below its fair level a pod can be starved only by a scheduler whose shares follow demand, and only while
         # the GPU has no idle time left (detection/scheduler_model.py).
-        timesliced = domain.kind is DomainKind.TIMESLICE
+        timesliced = domain.kind in TIME_SLICED  # a time-sliced GPU, or best-effort vGPUs (detection/vgpu.py)
         squeezable = timesliced and state.scheduler.observe(domain, fair, policy=policy, tick=tick)
         overrides = self._policy.victim_signal_overrides
         own_activity = domain.victim_activity
@@ -206,7 +206,7 @@ class InterferenceDetector:
             return False  # never saw it unhindered long enough: no baseline, no victim (e.g. synchronised starts)
         if pod.own_drop_tick is not None and tick - pod.own_drop_tick <= policy.correlation_window:
             return False
-        if domain.kind is DomainKind.TIMESLICE and nvml and not at_fair_share:
+        if domain.kind in TIME_SLICED and nvml and not at_fair_share:
             # Below its fair level, max-min fairness (water-filling) has given the pod all it asked for: whatever
             # its share lost, it was its own demand, not a neighbour. Only a pod held AT the level can be starved,
             # unless the GPU's scheduler was seen to squeeze pods below it and has no idle time now (`squeezable`).

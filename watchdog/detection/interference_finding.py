@@ -10,8 +10,9 @@ from __future__ import annotations
 from typing import Callable
 
 from watchdog.config.detection import InterferencePolicy
-from watchdog.detection.domain_types import DomainKind
+from watchdog.detection.domain_types import TIME_SLICED, DomainKind
 from watchdog.detection.episodes import DomainState, PodState
+from watchdog.detection.vgpu import vmis_by_pod
 from watchdog.model import Attribution, Finding, FindingKind, PodRef, Severity
 
 Z_SCORE_CAP = 1e6  # evidence z_score is at most this; above it, z_score_capped says why (docs/detection.md)
@@ -72,8 +73,10 @@ def interference_finding(
         evidence["excluded_rise"] = round(episode.excluded_rise, 4)
     if worst.fair is not None:
         evidence["fair_share"] = round(worst.fair, 4)
-    if domain.kind is DomainKind.TIMESLICE:
+    if domain.kind in TIME_SLICED:
         evidence["scheduler"] = "proportional" if state.scheduler.proportional else "roundrobin"
+    if domain.kind is DomainKind.VGPU and domain.gpu.vgpu_scheduler:
+        evidence["vgpu_scheduler"] = domain.gpu.vgpu_scheduler  # NVML's policy, beside the model learned above
     if domain.kind is DomainKind.MPS:
         evidence["active_thread_share"] = round(domain.share.get(worst_key, 0.0), 4)
         own = domain.victim_activity.get(worst_key) if domain.victim_activity else None
@@ -89,6 +92,14 @@ def interference_finding(
         evidence["culprit_priority"] = info.priority
     if borrowed:
         evidence["activity_source"] = "dcgm-exporter"
+    if attribution.vgpus:
+        # A launcher pod stands for its VM: name the VMIs, which is what the VMs' owners know them by.
+        vmis = vmis_by_pod(attribution)
+        if culprit_key in vmis:
+            evidence["culprit_vmi"] = vmis[culprit_key]
+        victim_vmis = [vmis[ref.key] for ref in victim_refs if ref.key in vmis]
+        if victim_vmis:
+            evidence["vmi"] = ",".join(victim_vmis)
     scaled = domain.kind is not DomainKind.MPS  # an MPS client's DRAM share is of the whole GPU already
     usage = {
         key: round(float(act) * (domain.share.get(key, 1.0) if scaled else 1.0), 4)

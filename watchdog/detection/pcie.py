@@ -2,7 +2,8 @@
 
 Pure (no I/O). MIG gives each GPU instance its own SMs, L2 and DRAM, but every instance's host↔device copies cross
 the GPU's one link (NVIDIA MIG user guide; arXiv 2508.20274): one tenant's bulk copies can starve a neighbour's
-input pipeline, whose SMs then idle in its own, otherwise isolated, instance. So the domain judges
+input pipeline, whose SMs then idle in its own, otherwise isolated, instance (a MIG-backed vGPU stands for its GI:
+detection/vgpu.py). So the domain judges
 
 * a victim by its own SM activity (``Domain.victim_activity``: the input it waits for shows as SMs it leaves idle),
   and only a pod that moves data over the link at all (``MIN_VICTIM_LINK_USE``) can be one,
@@ -45,7 +46,7 @@ def pcie_domain(
     per_gi: dict[int, float] = {}
     tx = rx = 0.0
     for device in devices:
-        mig = device.mig
+        mig = device.mig if device.vgpu_gi is None else device.vgpu_gi  # a MIG-backed vGPU reads its GI's rates
         if mig is None or mig.pcie_tx_bytes_per_second is None or mig.pcie_rx_bytes_per_second is None:
             continue
         if mig.gpu_instance in per_gi:
@@ -57,7 +58,7 @@ def pcie_domain(
     counted: set[tuple[str, int]] = set()  # (pod, GI): a pod on two CIs of one GI has the GI's rate once
     owned: set[int] = set()
     for device in devices:
-        gi = device.mig.gpu_instance if device.mig is not None else None
+        gi = device.mig.gpu_instance if device.mig is not None else device.vgpu.gpu_instance if device.vgpu else None
         rate = per_gi.get(gi) if gi is not None else None
         if rate is None:
             continue

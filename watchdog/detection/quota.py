@@ -2,10 +2,11 @@
 
 Pure (no I/O). HAMi (Project-HAMi/HAMi) caps GPU memory with an LD_PRELOAD shim and its users report false OOMs;
 we only watch what NVML reports and let a breach that *persists* (for_ticks) become a finding, with `needed` = the
-excess so the action stage can free exactly that. Limits: GPU memory summed over a tenant's pods, DRAM time share
-on each time-sliced GPU (Σ per-process memory util; MIG isolates DRAM so it is not checked there), and MIG
-instances held per profile. A MIG instance filling up is not a quota breach: it gets a WARNING of its own kind,
-MIG_MEMORY_WARNING (report only, never acted on), so `quota` always means a configured quota was exceeded.
+excess so the action stage can free exactly that. Limits: GPU memory summed over a tenant's pods (a VM's vGPU
+counts its whole framebuffer: detection/vgpu.py), DRAM time share on each time-sliced GPU (Σ per-process memory
+util; MIG isolates DRAM so it is not checked there), and MIG instances held per profile. A MIG instance filling up
+is not a quota breach: it gets a WARNING of its own kind, MIG_MEMORY_WARNING (report only, never acted on), so
+`quota` always means a configured quota was exceeded.
 Missing numbers never clear or start anything: a tenant whose usage could not be fully read this tick keeps its run,
 and its open breach is reported unobserved (`observed=False`, `last_tick` = the last tick it was seen) until it can
 be judged again or `stale_ticks` pass. A limit removed by a policy reload closes its breach at once.
@@ -114,11 +115,14 @@ class QuotaDetector:
             self._tenant_of(ref) for uuid, refs in attribution.devices.items() if uuid not in present for ref in refs
         }
         for device in devices:
+            # A vGPU's framebuffer is reserved whole for its VM when the VM starts (NVIDIA Virtual GPU Software
+            # User Guide, "Virtual GPU Types"): the VM holds its size, whatever the guest has allocated of it.
             for ref in device.pods:
                 tenant = self._tenant_of(ref)
-                if ref.key in device.pod_memory:
+                held = device.memory_total if device.vgpu is not None else device.pod_memory.get(ref.key)
+                if held is not None:
                     per_pod = usage.setdefault(tenant, {})
-                    per_pod[ref.key] = per_pod.get(ref.key, 0.0) + device.pod_memory[ref.key]
+                    per_pod[ref.key] = per_pod.get(ref.key, 0.0) + held
                 else:
                     incomplete.add(tenant)
         tenants = self._policy.quota.tenants

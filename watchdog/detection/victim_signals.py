@@ -11,6 +11,8 @@ Pure (no I/O). Every signal is oriented so that *higher is worse* and is 0–1 f
 * gi (GPU instance with several compute instances): ``1 − SM activity`` of the pod's compute instance (GPM is
   per CI for SM, per GI for DRAM, as DCGM's DcgmGpmManager samples it). Contended while the GI's DRAM bandwidth
   is saturated.
+* vgpu (best-effort time-sliced vGPUs, detection/vgpu.py): as timeslice, each VM's share being its vGPU's smUtil
+  (nvmlDeviceGetVgpuUtilization); contended while the physical GPU is saturated.
 * mps (MPS clients under the device plugin's limits): ``1 − SM activity`` of the client against its own slice of the
   SMs (detection/mps.py), read from ``Domain.victim_activity``. Contended while the GPU's DRAM bandwidth is
   saturated (GPM DRAM_BW_UTIL, whole GPU).
@@ -35,7 +37,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from watchdog.config.detection import InterferencePolicy, VictimSignalOverride
-from watchdog.detection.domain_types import Domain, DomainKind
+from watchdog.detection.domain_types import TIME_SLICED, Domain, DomainKind
 
 
 class Signal(NamedTuple):
@@ -59,7 +61,7 @@ def contended(domain: Domain, policy: InterferencePolicy) -> bool | None:
         return None
     if domain.kind is DomainKind.PCIE:
         return domain.busy >= policy.pcie_saturation
-    limit = policy.saturation if domain.kind is DomainKind.TIMESLICE else policy.dram_saturation  # gi, mps
+    limit = policy.saturation if domain.kind in TIME_SLICED else policy.dram_saturation  # gi, mps
     return domain.busy >= limit
 
 

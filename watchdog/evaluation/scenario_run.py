@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterator, Mapping, NamedTuple
 from watchdog.attribution.join import attribute, resolve_claim_devices, unassigned_processes
 from watchdog.attribution.proc import MPS_SERVER_COMMANDS
 from watchdog.attribution.sharing import count_replicas, device_sharing, shareable_gpus
-from watchdog.attribution.vgpus import vgpu_owners
+from watchdog.attribution.vgpus import vgpu_owners, vmis_by_uid
 from watchdog.config import Policy
 from watchdog.evaluation.stages import OfflineAgent, StepResult
 from watchdog.model import (NOT_ATTRIBUTABLE, Attribution, ClaimDevice, ClaimRef, ContainerInfo, DeviceAssignment,
@@ -241,7 +241,8 @@ def simulate_observed(scenario: Scenario | str, *, tenant_label: str | None = No
                 kept = {pid: ref for pid, ref in attribution.processes.items() if pid not in held}
                 attribution = dataclasses.replace(attribution, processes=MappingProxyType(kept))
             if vmis:
-                attribution = dataclasses.replace(attribution, vgpus=vgpu_owners(sample, vmis, index))
+                attribution = dataclasses.replace(attribution, vgpus=vgpu_owners(sample, vmis, index),
+                                                  vmis=vmis_by_uid(vmis))
             yield ObservedTick(sample, attribution, latency.at(tick) if latency is not None else None,
                                dcgm_activity(node, tick) if scenario.monitoring.dcgm_exporter else None)
             clock.advance(scenario.tick_seconds)

@@ -16,7 +16,7 @@ from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Mapping
 
-from watchdog.action import effective_policy, would_be
+from watchdog.action import effective_policy, would_be_for
 from watchdog.config import Policy
 from watchdog.detection import Detector
 from watchdog.model import Attribution, Decision, Finding, InstanceActivity, NodeSample
@@ -86,7 +86,7 @@ class OfflineAgent:
         sent: set[str] = set()
         for decision in planned.decisions:
             if decision.result is None and decision.request is not None:
-                decision = replace(decision, result=would_be(self.mode),
+                decision = replace(decision, result=would_be_for(decision, attribution, self.mode),
                                    detail=decision.detail or f"{self.mode.value} (offline)")
                 sent.add(sent_key(decision))
             final.append(decision)

@@ -16,6 +16,7 @@ from watchdog.isolation.checks_network import check_default_deny, check_rdma_sri
 from watchdog.isolation.checks_placement import (RESERVED_LABEL, check_driver_version, check_mig_power,
                                                  check_node_pool, check_priority, check_sharing_mode)
 from watchdog.isolation.checks_quota import check_gpu_limit_range, check_gpu_quota, check_storage_quota
+from watchdog.isolation.checks_vms import check_vm_migration
 from watchdog.isolation.inventory import Inventory, Tenant, build_inventory
 from watchdog.isolation.results import CHECKS, ERROR, AuditReport, CheckResult
 from watchdog.model.cluster import ClusterObjects
@@ -41,6 +42,7 @@ def _checks(settings: AuditSettings) -> dict[str, Callable[[Inventory, Tenant], 
         "rdma-sriov": check_rdma_sriov,
         "priority": check_priority,
         "driver-version": lambda inv, t: check_driver_version(inv, t, pool_label=settings.pool_label),
+        "vm-migration": check_vm_migration,
     }
 
 

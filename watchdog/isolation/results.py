@@ -26,6 +26,7 @@ CHECKS = {
     "rdma-sriov": "SR-IOV / RDMA devices the tenant's pods request, and whether they are shared",
     "priority": "GPU pods have a PriorityClass that differs from their neighbours'",
     "driver-version": "one NVIDIA driver version across each node pool the tenant uses",
+    "vm-migration": "vGPU VMs (KubeVirt) live-migrate on eviction instead of stopping",
 }
 
 

@@ -5,7 +5,8 @@ namespaces can still audit those, and a namespace it may not read becomes one er
 the namespace) instead of ending the run. Only ``get``/``list`` are used (deploy/rbac.yaml grants exactly these).
 An unreachable API server stops the run after the first failure rather than timing out once per request.
 ResourceClaims (resource.k8s.io/v1) are served from Kubernetes 1.34: a 404 on their collection means the cluster has
-no Dynamic Resource Allocation, hence no claims, not a read failure, and they are not asked for again.
+no Dynamic Resource Allocation, hence no claims, not a read failure, and they are not asked for again. KubeVirt's
+VirtualMachineInstances (kubevirt.io/v1) likewise: a 404 means no KubeVirt.
 """
 
 from __future__ import annotations
@@ -26,8 +27,9 @@ _PATHS = {
     "persistentvolumeclaims": "/api/v1/namespaces/{ns}/persistentvolumeclaims",
     "networkpolicies": "/apis/networking.k8s.io/v1/namespaces/{ns}/networkpolicies",
     "resourceclaims": "/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims",
+    "virtualmachineinstances": "/apis/kubevirt.io/v1/namespaces/{ns}/virtualmachineinstances",
 }
-_OPTIONAL = frozenset({"resourceclaims"})  # kinds a cluster may not serve at all (404: none exist)
+_OPTIONAL = frozenset({"resourceclaims", "virtualmachineinstances"})  # kinds a cluster may not serve (404: none)
 
 
 async def _list(api: KubeApi, path: str, *, label_selector: str = "") -> list[dict[str, Any]]:

@@ -12,6 +12,15 @@ Its answers are mapped onto exactly one EvictionResult each (kubernetes pkg/regi
 - 429 with a ``details.causes[].reason == "DisruptionBudget"`` → BLOCKED_PDB, with Retry-After /
   details.retryAfterSeconds when the server sent one (only while the disruption controller has not observed the PDB;
   otherwise the caller backs off by itself).
+- 429 from KubeVirt's webhook "virt-launcher-eviction-interceptor.kubevirt.io" (a virt-launcher pod): the message
+  says whether the eviction became a live migration ("Eviction triggered evacuation of VMI", "Evacuation in
+  progress: …") → MIGRATING, DRY_RUN in a dry run (the webhook answers the same without marking the VMI), or was
+  refused (not live-migratable, the VMI on another node, the VMI not readable or markable) → BLOCKED with
+  KubeVirt's reason (kubevirt/kubevirt pkg/virt-api/webhooks/validating-webhook/admitters/
+  pod-eviction-admitter.go, docs/handling-eviction-requests.md). Any other webhook's 429 denial → BLOCKED. The API
+  server words a webhook's denial 'admission webhook "<name>" denied the request: <message>'
+  (staging/src/k8s.io/apiserver/pkg/admission/plugin/webhook/errors ToStatusErr) and the webhook runs before the
+  PDB check, so these carry no DisruptionBudget cause.
 - any other 429 → RATE_LIMITED with its Retry-After: API Priority and Fairness (or a proxy) throttling the request,
   which says nothing about the pod's budget (apiserver/pkg/server/filters/priority-and-fairness.go answers 429 with
   a Retry-After header and no causes).
@@ -49,6 +58,10 @@ log = logging.getLogger(__name__)
 RBAC_EVICTION = "RBAC: the service account needs create on pods/eviction"
 DISRUPTION_BUDGET_CAUSE = "DisruptionBudget"
 ADMISSION_DENIAL = "ValidatingAdmissionPolicy '"
+WEBHOOK_DENIAL = re.compile(r'admission webhook "(?P<webhook>[^"]+)" denied the request: ?(?P<message>.*)', re.S)
+KUBEVIRT_INTERCEPTOR = "virt-launcher-eviction-interceptor.kubevirt.io"
+EVACUATION_TRIGGERED = "Eviction triggered evacuation of VMI"
+EVACUATION_VMI = re.compile(r'evacuation of VMI \\?"(?P<vmi>[^"\\]+)\\?"')
 _TRUE = frozenset({"true", "1", "yes", "on"})
 EVENT_LABEL_REASON = "gpu-watchdog.io/reason"
 EVENT_LABEL_NODE = "gpu-watchdog.io/node"
@@ -114,6 +127,9 @@ def classify_eviction(status: int, body: dict, *, dry_run: bool, headers: object
         # refusals (checkAndDecrement); APF's 429 carries no cause.
         if any(c.get("reason") == DISRUPTION_BUDGET_CAUSE for c in causes):
             return EvictionReply(EvictionResult.BLOCKED_PDB, status, text, retry_after)
+        denial = WEBHOOK_DENIAL.search(message)
+        if denial is not None:
+            return _webhook_denial(status, denial, dry_run=dry_run, retry_after=retry_after)
         return EvictionReply(EvictionResult.RATE_LIMITED, status, f"throttled by the API server: {text or 'HTTP 429'}",
                              retry_after)
     if status == 404:
@@ -128,6 +144,24 @@ def classify_eviction(status: int, body: dict, *, dry_run: bool, headers: object
     if status == 403:
         return EvictionReply(EvictionResult.ERROR, status, f"{RBAC_EVICTION} ({message or 'forbidden'})")
     return EvictionReply(EvictionResult.ERROR, status, f"HTTP {status}: {message or 'no message'}")
+
+
+def _webhook_denial(status: int, denial: re.Match[str], *, dry_run: bool,
+                    retry_after: float | None) -> EvictionReply:
+    """A 429 an admission webhook answered: KubeVirt's evacuation (a live migration started, or on its way) or a
+    refusal; never the API server's throttling, never a PDB."""
+    webhook, inner = denial.group("webhook"), denial.group("message").strip()
+    if webhook == KUBEVIRT_INTERCEPTOR and EVACUATION_TRIGGERED in inner:
+        found = EVACUATION_VMI.search(inner)
+        vmi = found.group("vmi") if found else "of the pod"
+        if dry_run:  # markVMI skips the patch in a dry run and the webhook still answers so: nothing moved
+            return EvictionReply(EvictionResult.DRY_RUN, status, f"would live-migrate VMI {vmi} (KubeVirt: {inner})")
+        what = "already in progress" if inner.startswith("Evacuation in progress") else "requested"
+        return EvictionReply(EvictionResult.MIGRATING, status, f"live migration of VMI {vmi} {what} (KubeVirt: "
+                                                               f"{inner})")
+    who = "KubeVirt" if webhook == KUBEVIRT_INTERCEPTOR else f"admission webhook {webhook}"
+    return EvictionReply(EvictionResult.BLOCKED, status, f"refused by {who}: {inner or 'no reason given'}",
+                         retry_after)
 
 
 class KubeEvictions:

@@ -62,6 +62,8 @@ PERMISSIONS: tuple[Permission, ...] = tuple([
            "its own Node's GPU Feature Discovery labels: how the device plugin shares its GPUs"),
     *_rows("agent", "cluster", "kubevirt.io", "virtualmachineinstances", "list",
            "its node's KubeVirt VMIs (label kubevirt.io/nodeName), to name each vGPU's VMI and virt-launcher pod"),
+    *_rows("agent", "cluster", "kubevirt.io", "kubevirts", "list",
+           "the KubeVirt CR's default evictionStrategy, for VMIs without their own (whether an eviction migrates)"),
     *_rows("agent", "agent-namespace", "", "configmaps", "get", "the kill switch", (KILL_SWITCH,)),
     *_rows("agent", "agent-namespace", "", "configmaps", "get update", "the cluster-wide eviction budget",
            (EVICTION_BUDGET,)),
@@ -77,6 +79,8 @@ PERMISSIONS: tuple[Permission, ...] = tuple([
     *_rows("controller", "cluster", "scheduling.k8s.io", "priorityclasses", "list", "the tenant isolation audit"),
     *_rows("controller", "cluster", "resource.k8s.io", "resourceclaims", "list",
            "the tenant isolation audit (GPU device-class quotas of DRA tenants)"),
+    *_rows("controller", "cluster", "kubevirt.io", "virtualmachineinstances", "list",
+           "the tenant isolation audit (vGPU VMs that cannot live-migrate)"),
     *_rows("controller", "controller-namespace", "", "configmaps", "get update", "its handled-firings record",
            (HANDLED_FIRINGS,)),
     # The tenant isolation audit the leader runs (controller/isolation_audit.py, kube/cluster_read.py): read only.

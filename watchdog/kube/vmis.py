@@ -7,30 +7,69 @@ staging/src/kubevirt.io/api/core/v1/types.go: "Needed because with CRDs we can't
 and go at the pace of people, so a list every ``refresh_seconds`` is enough, and a vGPU whose VMI is not listed yet
 is only unattributed for that long. A cluster without KubeVirt answers 404: that is no error, just no VMIs. Any
 other failure keeps the last good list, counted and backed off (kube/slow_read.py).
+
+The same list carries what the action rules need before a launcher pod's eviction (docs/action.md, "Virtual
+machines (KubeVirt)"): the eviction strategy KubeVirt will apply, whether the VM can live-migrate, whether a
+migration is under way, and whether it holds a whole GPU. KubeVirt resolves the strategy as the VMI's
+``spec.evictionStrategy``, else the KubeVirt CR's ``spec.configuration.evictionStrategy``
+(kubevirt/kubevirt pkg/util/migrations VMIEvictionStrategy), so when a VMI names none the CR is listed
+(``kubevirts``, any namespace; RBAC list). A CR that cannot be read (none, or 403) leaves the strategy unset: the
+rules then assume an eviction stops the VM, the cautious reading.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from watchdog.kube.client import KubeApi
-from watchdog.kube.errors import KubeNotFound
+from watchdog.kube.errors import KubeForbidden, KubeNotFound
 from watchdog.kube.slow_read import SlowRead
 from watchdog.model import VmiInfo
+from watchdog.model.vms import NVIDIA_PREFIX, is_vgpu_resource
+
+log = logging.getLogger(__name__)
 
 VMIS_PATH = "/apis/kubevirt.io/v1/virtualmachineinstances"
+KUBEVIRTS_PATH = "/apis/kubevirt.io/v1/kubevirts"
 NODE_NAME_LABEL = "kubevirt.io/nodeName"
-
-
-def vmi_info(obj: dict[str, Any]) -> VmiInfo:
-    """One VMI object as the join needs it; raises ValueError for one without a name or namespace."""
+def vmi_info(obj: dict[str, Any], *, cluster_strategy: str = "") -> VmiInfo:
+    """One VMI object as the join and the action rules need it; `cluster_strategy` is the KubeVirt CR's default
+    eviction strategy ("" when none or unknown). Raises ValueError for one without a name or namespace."""
     meta, spec, status = obj.get("metadata") or {}, obj.get("spec") or {}, obj.get("status") or {}
     if not meta.get("name") or not meta.get("namespace"):
         raise ValueError("a VirtualMachineInstance without metadata.name/namespace")
-    firmware = (spec.get("domain") or {}).get("firmware") or {}
+    domain = spec.get("domain") or {}
+    firmware = domain.get("firmware") or {}
+    own = str(spec.get("evictionStrategy") or "")
+    conditions = [c for c in status.get("conditions") or () if isinstance(c, dict)]
+    migratable = any(c.get("type") == "LiveMigratable" and str(c.get("status")) == "True" for c in conditions)
+    state = status.get("migrationState") or {}
+    ended = bool(state.get("endTimestamp") or state.get("completed") or state.get("failed"))
+    evacuation = str(status.get("evacuationNodeName") or "")
+    devices = domain.get("devices") or {}
+    names = [str(d.get("deviceName") or "") for key in ("gpus", "hostDevices")
+             for d in devices.get(key) or () if isinstance(d, dict)]
+    vgpus = tuple(n for n in names if is_vgpu_resource(n))
+    whole = tuple(n for n in names if n.startswith(NVIDIA_PREFIX) and not is_vgpu_resource(n))
     return VmiInfo(namespace=str(meta["namespace"]), name=str(meta["name"]), uid=str(meta.get("uid") or ""),
                    firmware_uuid=str(firmware.get("uuid") or "").lower(), node=str(status.get("nodeName") or ""),
-                   phase=str(status.get("phase") or ""))
+                   phase=str(status.get("phase") or ""), eviction_strategy=own or cluster_strategy,
+                   strategy_from_cluster=not own and bool(cluster_strategy), live_migratable=migratable,
+                   evacuation_node=evacuation,
+                   migrating=bool(evacuation) or (bool(state.get("startTimestamp")) and not ended),
+                   migration_end=str(state.get("endTimestamp") or "") if ended else "",
+                   passthrough=whole, vgpu_resources=vgpus)
+
+
+def cluster_eviction_strategy(body: dict[str, Any]) -> str:
+    """The KubeVirt CR's spec.configuration.evictionStrategy from a list of kubevirts ("" when none sets it)."""
+    for item in body.get("items") or ():
+        if isinstance(item, dict):
+            configuration = (item.get("spec") or {}).get("configuration") or {}
+            if configuration.get("evictionStrategy"):
+                return str(configuration["evictionStrategy"])
+    return ""
 
 
 class NodeVmis(SlowRead):
@@ -61,4 +100,21 @@ class NodeVmis(SlowRead):
         items = body.get("items")
         if not isinstance(items, list):
             raise ValueError("the list has no items")
-        return tuple(vmi_info(item) for item in items if isinstance(item, dict))
+        objects = [item for item in items if isinstance(item, dict)]
+        needs_default = any(not (item.get("spec") or {}).get("evictionStrategy") for item in objects)
+        default = await self._cluster_strategy() if needs_default else ""
+        return tuple(vmi_info(item, cluster_strategy=default) for item in objects)
+
+    async def _cluster_strategy(self) -> str:
+        """The KubeVirt CR's default eviction strategy; "" when it is absent or may not be read (403, logged once).
+        Other failures raise, so the last good list is kept."""
+        try:
+            return cluster_eviction_strategy(await self.api.request_json("GET", KUBEVIRTS_PATH))
+        except KubeNotFound:
+            return ""
+        except KubeForbidden as error:
+            if not getattr(self, "_forbidden_logged", False):
+                log.warning("cannot list kubevirts (RBAC list on kubevirt.io kubevirts): VMIs without their own "
+                            "evictionStrategy are taken to stop on eviction: %s", error)
+                self._forbidden_logged = True
+            return ""

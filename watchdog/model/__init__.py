@@ -18,7 +18,8 @@ from watchdog.model.findings import (REPORT_ONLY_KINDS, Change, Finding, Finding
 from watchdog.model.pods import (GPU_RESOURCES, MIG_RESOURCE_PREFIX, MIRROR_ANNOTATION, Attribution, ContainerInfo, DeviceAssignment, HostProcess, PodIndex,
                                  PodInfo, PodRef, is_gpu_resource)
 from watchdog.model.samples import (EMPTY, NOT_ATTRIBUTABLE, PROCESS_MODES, VGPU_SCHEDULERS, GpuSample, MigSample,
-                                     NodeSample, ProcessSample, Rejection, VgpuSample, XidEvent)
+                                     NodeSample, ProcessSample, Rejection, VgpuRunlist, VgpuSample,
+                                     XidEvent)
 from watchdog.model.sharing import SHARING_STRATEGIES, DeviceSharing
 from watchdog.model.usage import DeviceUsage, PodUsage
 from watchdog.model.vms import VgpuOwner, VmiInfo
@@ -59,6 +60,7 @@ __all__ = [
     "GpuSample",
     "MigSample",
     "VgpuSample",
+    "VgpuRunlist",
     "VgpuOwner",
     "VmiInfo",
     "VGPU_SCHEDULERS",

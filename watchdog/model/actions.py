@@ -24,7 +24,8 @@ class EvictionResult(StrEnum):
     DRY_RUN = "dry_run"  # dry-run request accepted by the API server (PDB would allow it)
     OBSERVED = "observed"  # observe mode: nothing sent
     BLOCKED_PDB = "blocked_pdb"
-    BLOCKED = "blocked"  # 2xx with a Failure Status (several PDBs match)
+    BLOCKED = "blocked"  # 2xx with a Failure Status (several PDBs match), an admission policy or KubeVirt refused
+    MIGRATING = "migrating"  # a virt-launcher pod's eviction became a live migration of its VM (KubeVirt)
     RATE_LIMITED = "rate_limited"
     COOLDOWN = "cooldown"
     PENDING = "pending"  # finding has not yet persisted for its policy's `for`
@@ -33,6 +34,9 @@ class EvictionResult(StrEnum):
     NOT_ENOUGH = "not_enough"  # no candidate frees enough
     NO_CANDIDATE = "no_candidate"
     ALREADY_EVICTED = "already_evicted"
+    VM_MIGRATING = "vm_migrating"  # the pod's VM is being live-migrated already: it is leaving
+    VM_NOT_MIGRATABLE = "vm_not_migratable"  # evicting the pod would stop its VM (no migration), and policy says no
+    VM_PASSTHROUGH = "vm_passthrough"  # the VM holds a whole GPU by passthrough: reported, never evicted by default
     PAUSED = "paused"  # kill switch
     UNSAFE = "unsafe"  # attribution unhealthy: never act blind
     GONE = "gone"

@@ -16,7 +16,7 @@ from typing import Any
 
 # Kinds listed per namespace (a namespace-scoped Role is enough) and once for the cluster.
 NAMESPACED_KINDS = ("pods", "resourcequotas", "limitranges", "networkpolicies", "persistentvolumeclaims",
-                    "resourceclaims")
+                    "resourceclaims", "virtualmachineinstances")
 CLUSTER_KINDS = ("namespaces", "nodes", "storageclasses", "priorityclasses")
 
 

@@ -13,7 +13,7 @@ from watchdog.model.sharing import DeviceSharing
 from watchdog.model.usage import DeviceUsage, device_usage
 
 if TYPE_CHECKING:
-    from watchdog.model.vms import VgpuOwner
+    from watchdog.model.vms import VgpuOwner, VmiInfo
 
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 """Set by the kubelet on the API mirror of a static pod (pkg/kubelet/types): such a pod cannot be evicted."""
@@ -230,6 +230,9 @@ class Attribution:
     # vGPU UUID → the KubeVirt VMI (and virt-launcher pod) whose VM holds it (model/vms.py); a vGPU whose VM id
     # names no VMI on this node is absent.
     vgpus: Mapping[str, VgpuOwner] = field(default_factory=lambda: EMPTY)
+    # VMI uid → the KubeVirt VMI as last listed (model/vms.py): what the action rules read before a virt-launcher
+    # pod's eviction, found by the pod's kubevirt.io/created-by label. Empty without KubeVirt.
+    vmis: Mapping[str, VmiInfo] = field(default_factory=lambda: EMPTY)
     _usage: tuple[NodeSample, DeviceUsage] | None = field(default=None, init=False, repr=False, compare=False)
 
     @property

@@ -77,10 +77,21 @@ class VgpuSample:
     fb_used_bytes: int | None = None  # nvmlVgpuInstanceGetFbUsage
     fb_total_bytes: int | None = None  # nvmlVgpuTypeGetFramebufferSize of its type
     gpu_instance: int | None = None  # the GPU instance of a MIG-backed vGPU; None when time-sliced
-    sm_util: float | None = None  # 0–1, nvmlDeviceGetVgpuUtilization smUtil
+    sm_util: float | None = None  # 0–1, smUtil of nvmlDeviceGetVgpuInstancesUtilizationInfo (or …GetVgpuUtilization)
     memory_util: float | None = None  # 0–1, memUtil
     encoder_util: float | None = None  # 0–1, encUtil
     decoder_util: float | None = None  # 0–1, decUtil
+
+
+@dataclass(frozen=True, slots=True)
+class VgpuRunlist:
+    """One software runlist of a time-sliced vGPU host's scheduler, from nvmlDeviceGetVgpuSchedulerLog (NVML does
+    not say which vGPU a runlist serves)."""
+
+    runlist: int  # swRunlistId
+    run_seconds: float  # timeRunTotal of its newest entry: GPU time it has run, cumulative (the driver's count)
+    slices: int  # its entries in the last log read: time slices it ran in the log's window
+    preemption_seconds: float = 0.0  # cumulativePreemptionTime of its newest entry
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +129,11 @@ class GpuSample:
     # Only on a vGPU host GPU: its active vGPUs and its vGPU scheduler policy (one of VGPU_SCHEDULERS, or "unknown").
     vgpus: tuple[VgpuSample, ...] = ()
     vgpu_scheduler: str | None = None
+    # A vGPU host's scheduler state beyond the policy: adaptive round-robin ("enabled", "disabled", "default"), its
+    # time slice, and the runlists of its scheduler log (read every few ticks; kept until the next read).
+    vgpu_scheduler_arr: str | None = None
+    vgpu_timeslice_seconds: float | None = None
+    vgpu_runlists: tuple[VgpuRunlist, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -121,6 +121,23 @@ GPU_VGPU_SCHEDULER = _gauge(
     "gpu_vgpu_scheduler_info", "vGPU scheduler policy of a vGPU host GPU (best_effort, equal_share, fixed_share or "
     "unknown); always 1.", GPU_LABELS + ("policy",),
 )
+GPU_VGPU_SCHEDULER_ARR = _gauge(
+    "gpu_vgpu_scheduler_arr_info", "Adaptive round-robin mode of a vGPU host GPU's scheduler (enabled, disabled, "
+    "default or unknown; nvmlDeviceGetVgpuSchedulerState arrMode); always 1.", GPU_LABELS + ("arr",),
+)
+GPU_VGPU_TIMESLICE = _gauge(
+    "gpu_vgpu_scheduler_timeslice_seconds", "Time slice of a vGPU host GPU's scheduler, when the driver gives one.",
+    GPU_LABELS, unit="seconds",
+)
+GPU_VGPU_RUNLIST_RUN = _counter(
+    "gpu_vgpu_runlist_run_seconds_total", "GPU time a software runlist of the vGPU scheduler has run, as its newest "
+    "scheduler log entry counts it (nvmlDeviceGetVgpuSchedulerLog timeRunTotal; read every few ticks).",
+    GPU_LABELS + ("runlist",),
+)
+GPU_VGPU_RUNLIST_SLICES = _gauge(
+    "gpu_vgpu_runlist_slices", "Time slices a software runlist of the vGPU scheduler ran in the window of the last "
+    "scheduler log read (at most NVML_SCHEDULER_SW_MAX_LOG_ENTRIES over all runlists).", GPU_LABELS + ("runlist",),
+)
 VGPU_FB_USED = _gauge("vgpu_framebuffer_used_bytes", "Framebuffer in use by the vGPU.", VGPU_LABELS, unit="bytes")
 VGPU_FB_TOTAL = _gauge("vgpu_framebuffer_total_bytes", "Framebuffer of the vGPU's type.", VGPU_LABELS, unit="bytes")
 VGPU_SM_UTIL = _gauge("vgpu_sm_utilization_ratio", "SM utilisation of the vGPU.", VGPU_LABELS, unit="ratio")

@@ -171,8 +171,17 @@ def _add_gpu(book: FamilyBook, *, gpu: GpuSample, base: tuple[str, ...], appends
 def _add_vgpus(book: FamilyBook, *, gpu: GpuSample, base: tuple[str, ...], owners: Owners) -> None:
     """A vGPU host GPU's scheduler policy and its vGPUs' series (none on any other GPU), each labelled with the
     VMI that holds it and its virt-launcher pod, empty when attribution found none."""
-    if gpu.vgpu_scheduler is not None:
-        book[c.GPU_VGPU_SCHEDULER].add(base + (gpu.vgpu_scheduler,), 1)
+    if gpu.vgpu_scheduler is not None or gpu.vgpus:
+        # A host whose driver did not name its scheduler still gets the series, as "unknown": detection then judges
+        # no VM's SM share there (detection/vgpu.py), and the dashboard and alerts can say so.
+        book[c.GPU_VGPU_SCHEDULER].add(base + (gpu.vgpu_scheduler or "unknown",), 1)
+    if gpu.vgpu_scheduler_arr is not None:
+        book[c.GPU_VGPU_SCHEDULER_ARR].add(base + (gpu.vgpu_scheduler_arr,), 1)
+    if gpu.vgpu_timeslice_seconds is not None:
+        book[c.GPU_VGPU_TIMESLICE].add(base, gpu.vgpu_timeslice_seconds)
+    for runlist in gpu.vgpu_runlists:  # NVML does not say which vGPU a runlist serves: labelled by its id only
+        book[c.GPU_VGPU_RUNLIST_RUN].add(base + (str(runlist.runlist),), runlist.run_seconds)
+        book[c.GPU_VGPU_RUNLIST_SLICES].add(base + (str(runlist.runlist),), runlist.slices)
     families = [book[spec] for spec, _ in _VGPU_VALUES]
     for vgpu in gpu.vgpus:
         owner = owners.attribution.vgpus.get(vgpu.uuid)

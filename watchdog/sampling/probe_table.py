@@ -50,13 +50,24 @@ _FORMATS: dict[str, tuple[Callable[[Any], str], str, Callable[[Any], str] | None
     "virtualization": (lambda value: _VIRTUALIZATION.get(value, str(value)), "", None),
     "host_vgpu_mode": (lambda value: {0: "non-SR-IOV", 1: "SR-IOV"}.get(value, str(value)), "", None),
     "vgpus": (lambda value: str(len(value)), " active vGPUs", None),
-    "vgpu_scheduler": (lambda value: _POLICIES.get(value.get("schedulerPolicy"), "unknown"), "", None),
+    "vgpu_scheduler": (lambda value: _scheduler_text(value), "", None),
+    "vgpu_scheduler_log": (lambda value: f"{value.get('entriesCount')} entries, {_scheduler_text(value)}", "", None),
     "vm_id": (lambda value: f"{value[0]} ({'uuid' if value[1] == 1 else 'domain id'})", "", None),
     "gib": (lambda value: f"{value / _GIB:.1f}", " GiB", None),
     "gpu_instance": (lambda value: "none" if value == 0xFFFFFFFF else str(value), "", None),
 }
 _VIRTUALIZATION = {0: "none (bare metal)", 1: "passthrough", 2: "vGPU guest", 3: "vGPU host", 4: "vSGA host"}
 _POLICIES = {1: "best_effort", 2: "equal_share", 3: "fixed_share"}
+_ARR = {0: "ARR default", 1: "ARR off", 2: "ARR on"}  # NVML_VGPU_SCHEDULER_ARR_*
+
+
+def _scheduler_text(value: dict) -> str:
+    """Policy, adaptive round-robin and time slice of a scheduler state (or log) struct, as the probe recorded it."""
+    arr = value.get("arrMode")
+    params = (value.get("schedulerParams") or {}).get("vgpuSchedDataWithARR" if arr == 2 else "vgpuSchedData") or {}
+    timeslice = params.get("timeslice")
+    text = f"{_POLICIES.get(value.get('schedulerPolicy'), 'unknown')}, {_ARR.get(arr, f'ARR {arr}')}"
+    return text + (f", {timeslice / 1e6:g} ms slice" if timeslice else "")
 # (call as the report names it, its fallback or None, format), in the sampler's order.
 _PROCESS_ROWS = (
     ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetComputeRunningProcesses_v2", "processes"),
@@ -83,6 +94,7 @@ _GPU_ROWS = (
     ("nvmlDeviceGetHostVgpuMode", None, "host_vgpu_mode"),
     ("nvmlDeviceGetActiveVgpus", None, "vgpus"),
     ("nvmlDeviceGetVgpuSchedulerState", None, "vgpu_scheduler"),
+    ("nvmlDeviceGetVgpuSchedulerLog", None, "vgpu_scheduler_log"),
     ("nvmlDeviceGetVgpuUtilization", None, "samples"),
     ("nvmlDeviceGetVgpuInstancesUtilizationInfo", None, "samples"),
 )

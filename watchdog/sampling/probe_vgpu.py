@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 # Asked on the GPU's handle, in the sampler's order; the utilisation calls with timestamp 0 (every sample buffered).
 GPU_CALLS = ("nvmlDeviceGetVirtualizationMode", "nvmlDeviceGetHostVgpuMode", "nvmlDeviceGetActiveVgpus",
-             "nvmlDeviceGetVgpuSchedulerState")
+             "nvmlDeviceGetVgpuSchedulerState", "nvmlDeviceGetVgpuSchedulerLog")
 UTILISATION_CALLS = ("nvmlDeviceGetVgpuUtilization", "nvmlDeviceGetVgpuInstancesUtilizationInfo")
 INSTANCE_CALLS = ("nvmlVgpuInstanceGetUUID", "nvmlVgpuInstanceGetVmID", "nvmlVgpuInstanceGetType",
                   "nvmlVgpuInstanceGetFbUsage", "nvmlVgpuInstanceGetGpuInstanceId")

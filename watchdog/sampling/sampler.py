@@ -63,7 +63,8 @@ class NvmlSampler:
         self._processes = ProcessReader(
             nvml, self._guard, clock=clock, hold_seconds=self._settings.process_util_hold_seconds
         )
-        self._vgpus = VgpuReader(nvml, self._guard, clock=clock, hold_seconds=self._settings.process_util_hold_seconds)
+        self._vgpus = VgpuReader(nvml, self._guard, clock=clock, hold_seconds=self._settings.process_util_hold_seconds,
+                                 log_every_ticks=self._settings.vgpu_scheduler_log_every_ticks)
         self._gpus: list[GpuEntry] = []
         self._gate = PlausibilityGate(quarantine_ticks=self._settings.quarantine_ticks)
         self._layout_generation = 0  # bumped at every MIG enumeration: the gate's continuity check reads it
@@ -238,7 +239,7 @@ class NvmlSampler:
             if not guard.is_unsupported(key, "nvmlDeviceGetProcessUtilization"):
                 shares = self._processes.utilisation(key, handle)
             processes = self._processes.samples(self._processes.running(key, handle, mig=False), shares)
-        vgpus, vgpu_scheduler = self._vgpus.read(key, handle)
+        host = self._vgpus.read(key, handle)
         return GpuSample(
             index=entry.index,
             uuid=key,
@@ -267,8 +268,11 @@ class NvmlSampler:
             ),
             instances=instances,
             processes=processes,
-            vgpus=vgpus,
-            vgpu_scheduler=vgpu_scheduler,
+            vgpus=host.vgpus,
+            vgpu_scheduler=host.scheduler,
+            vgpu_scheduler_arr=host.arr,
+            vgpu_timeslice_seconds=host.timeslice_seconds,
+            vgpu_runlists=host.runlists,
         )
 
     # ------------------------------------------------------------------------------------ MIG instances

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Protocol
 
-from watchdog.action import Pacer, would_be
+from watchdog.action import Pacer, would_be_for
 from watchdog.action.planning import decide_and_pace
 from watchdog.config.action import ActionPolicy
 from watchdog.detection import Detector
@@ -85,5 +85,5 @@ class OfflinePlanner:
         paced = decide_and_pace(findings, attribution, self.policy, now, pacer=self.pacer, tick=tick)
         for decision in paced:
             if decision.result is None and decision.request is not None:
-                self.pacer.record(decision.request, would_be(self.policy.mode), now=now)
+                self.pacer.record(decision.request, would_be_for(decision, attribution, self.policy.mode), now=now)
         return paced, now

@@ -16,6 +16,9 @@ Five mechanisms, each a pure function so it can be tested on its own:
 * **Memory**: allocations are served first come, first served until the instance/GPU is full; the rest fail.
 * **MIG** isolates SM and DRAM bandwidth between instances but not power or PCIe (arXiv 2508.20274), so only the
   first mechanism stops at an instance boundary.
+
+A vGPU host's VMs share the GPU through its vGPU scheduler instead (testbed/vgpu_scheduling.py, built on the time
+slicing functions here); their achieved load then meets the power and PCIe mechanisms like any instance's.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ class GpuSharing:
     scheduler: Literal["roundrobin", "proportional"] = "roundrobin"
     switch_overhead: float = 0.0  # time lost per extra context with work, at saturation (0–1 of the GPU)
     mps_replicas: int | None = None  # the device plugin's MPS sharing with this many replicas (limits per client)
+    vgpu_scheduler: str | None = None  # a vGPU host: its scheduler policy (testbed/vgpu_scheduling.py)
 
 
 def switching(demands: list[float], *, per_context: float) -> tuple[float, float]:

@@ -24,6 +24,7 @@ from watchdog.testbed.profiles import GPU_MODELS, place_instances
 from watchdog.testbed.scenario import Scenario, format_uuid, load_scenario, stable_digest
 from watchdog.testbed.scenario_parts import layout_entries
 from watchdog.testbed.tick_state import MIB, GpuLayout, InstanceLayout, TickState, WorkloadSource, compute_tick
+from watchdog.testbed.vgpu_scheduling import VmLoad, vm_loads
 
 EVENT_XID = 0x8  # nvmlEventTypeXidCriticalError
 EVENT_MIG_CONFIG_CHANGE = 0x100  # nvmlEventMigConfigChange
@@ -95,7 +96,10 @@ class SimulatedGpuNode:
         self._sources = self._workload_sources()
         self._sharing = [GpuSharing(scheduler=gpu.scheduler,
                                     switch_overhead=0.0 if gpu.mps else gpu.context_switch_overhead,
-                                    mps_replicas=gpu.replicas if gpu.mps else None) for gpu in scenario.gpus]
+                                    mps_replicas=gpu.replicas if gpu.mps else None,
+                                    vgpu_scheduler=gpu.vgpu.scheduler if gpu.vgpu is not None else None)
+                         for gpu in scenario.gpus]
+        self.vm_loads = vm_loads(scenario)  # the vGPU hosts' VMs (testbed/vgpu_scheduling.py)
         taken = {pod.pid for pod in scenario.pods} | {host.pid for host in scenario.host_processes}
         self.mps_servers = {index: mps.server_pid(scenario.seed, index, taken)  # type: ignore[arg-type]
                             for index, gpu in enumerate(scenario.gpus) if gpu.mps}
@@ -131,11 +135,17 @@ class SimulatedGpuNode:
         if cached is None:
             cached = compute_tick(tick, models=self.models, limits=self.power_limits, gpu_uuids=self.gpu_uuids,
                                   layouts=[self.layout(gpu, tick) for gpu in range(len(self.models))],
-                                  sources=self._sources, sharing=self._sharing)
+                                  sources=self._sources, sharing=self._sharing, vms=self._vms_here())
             self._states[tick] = cached
             if len(self._states) > _STATE_CACHE_TICKS:
                 self._states.popitem(last=False)
         return cached
+
+    def _vms_here(self) -> list[VmLoad]:
+        """The vGPU hosts' VMs still served here: a VM KubeVirt live-migrated away (``migrated_vms``, set by
+        testbed/cluster/kubevirt.py) no longer loads this node's GPU."""
+        moved = getattr(self, "migrated_vms", ())
+        return [vm for vm in self.vm_loads if (vm.spec.namespace, vm.spec.name) not in moved] if moved else self.vm_loads
 
     # ----------------------------------------------------------------------------------------------- layout
 

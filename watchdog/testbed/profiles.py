@@ -231,6 +231,7 @@ class VgpuType:
     name: str  # nvmlVgpuTypeGetName
     framebuffer_gib: int
     max_instances: int  # per physical GPU
+    mig_profile: str | None = None  # a MIG-backed type: the GPU instance profile each of its vGPUs sits on
 
     @property
     def framebuffer_bytes(self) -> int:  # nvmlVgpuTypeGetFramebufferSize answers bytes
@@ -248,9 +249,32 @@ VGPU_TYPES: dict[str, tuple[VgpuType, ...]] = {
 }
 
 
+# MIG-backed C-series types (vGPU user guide, "MIG-Backed C-Series Virtual GPU Types"): each vGPU owns one GPU
+# instance of the profile its name encodes (<GPU>-<compute slices>-<framebuffer GB>C); the framebuffer is the GI's.
+# Type ids are this simulation's own.
+MIG_VGPU_TYPES: dict[str, tuple[VgpuType, ...]] = {
+    "A100-SXM4-40GB": (VgpuType(470, "GRID A100-1-5C", 5, 7, "1g.5gb"),
+                       VgpuType(471, "GRID A100-2-10C", 10, 3, "2g.10gb"),
+                       VgpuType(472, "GRID A100-3-20C", 20, 2, "3g.20gb"),
+                       VgpuType(473, "GRID A100-4-20C", 20, 1, "4g.20gb"),
+                       VgpuType(474, "GRID A100-7-40C", 40, 1, "7g.40gb")),
+    "H100-80GB-HBM3": (VgpuType(770, "NVIDIA H100-1-10C", 10, 7, "1g.10gb"),
+                       VgpuType(771, "NVIDIA H100-2-20C", 20, 3, "2g.20gb"),
+                       VgpuType(772, "NVIDIA H100-3-40C", 40, 2, "3g.40gb"),
+                       VgpuType(773, "NVIDIA H100-4-40C", 40, 1, "4g.40gb"),
+                       VgpuType(774, "NVIDIA H100-7-80C", 80, 1, "7g.80gb")),
+}
+
+
+def all_vgpu_types() -> tuple[VgpuType, ...]:
+    """Every simulated vGPU type, time-sliced and MIG-backed, of every model."""
+    return tuple(kind for table in (VGPU_TYPES, MIG_VGPU_TYPES) for types in table.values() for kind in types)
+
+
 def vgpu_type(model_key: str, name: str) -> VgpuType:
-    """The vGPU type of that name on that GPU model, or ValueError listing the ones it has."""
-    types = VGPU_TYPES.get(model_key, ())
+    """The vGPU type of that name on that GPU model (time-sliced or MIG-backed), or ValueError listing the ones it
+    has."""
+    types = VGPU_TYPES.get(model_key, ()) + MIG_VGPU_TYPES.get(model_key, ())
     for candidate in types:
         if candidate.name == name:
             return candidate

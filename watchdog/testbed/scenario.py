@@ -31,6 +31,7 @@ from watchdog.testbed.scenario_parts import (
     Strict,
     XidSpec,
     layout_entries,
+    mig_device_profiles,
 )
 
 def _demo_scenario() -> Path:
@@ -139,19 +140,56 @@ def _check_references(scenario: Scenario) -> None:
                 raise ValueError(f"faults.{index}.mig{exc}") from None
 
 
+def vm_mig_devices(gpu: GpuSpec) -> list[int | None]:
+    """Per VM of a vGPU host GPU, the MIG device (index into ``gpu.mig``) its MIG-backed vGPU sits on: the n-th VM of
+    a type takes the n-th GPU instance of the type's profile; None for a time-sliced vGPU. ValueError naming the
+    field when a VM finds no free GPU instance of its profile."""
+    vms = gpu.vgpu.vms if gpu.vgpu is not None else []
+    profiles = mig_device_profiles(gpu.model, gpu.mig) if gpu.mig is not None else []
+    taken: set[int] = set()
+    devices: list[int | None] = []
+    for position, vm in enumerate(vms):
+        profile = vgpu_type(gpu.model, vm.type).mig_profile
+        if profile is None:
+            devices.append(None)
+            continue
+        free = [at for at, name in enumerate(profiles) if name == profile and at not in taken]
+        if not free:
+            raise ValueError(f"vgpu.vms.{position}.type: {vm.type} needs a free {profile} GPU instance in mig "
+                             f"(mig: {list(profiles)}; one vGPU per GPU instance)")
+        taken.add(free[0])
+        devices.append(free[0])
+    return devices
+
+
 def _check_vgpu_host(gpu: GpuSpec, where: str) -> None:
-    """Time-sliced vGPUs of one type, no more than the type allows per GPU, on a GPU that is nothing else."""
-    if gpu.mig is not None or gpu.mps or gpu.replicas is not None:
-        raise ValueError(f"{where}.vgpu: a vGPU host GPU is simulated without mig, mps and replicas")
+    """Time-sliced vGPUs of one type, no more than the type allows per GPU, on a GPU that is nothing else; or
+    MIG-backed vGPUs, one per GPU instance of their type's profile, on a GPU in MIG mode."""
+    if gpu.mps or gpu.replicas is not None:
+        raise ValueError(f"{where}.vgpu: a vGPU host GPU is simulated without mps and replicas")
     vms = gpu.vgpu.vms if gpu.vgpu is not None else []
     types = set()
     for position, vm in enumerate(vms):
         try:
-            types.add(vgpu_type(gpu.model, vm.type))
+            kind = vgpu_type(gpu.model, vm.type)
         except ValueError as exc:
             raise ValueError(f"{where}.vgpu.vms.{position}.type: {exc}") from None
+        types.add(kind)
         if vm.end_tick is not None and vm.end_tick <= vm.start_tick:
             raise ValueError(f"{where}.vgpu.vms.{position}.end_tick: must be after start_tick")
+        if (gpu.mig is None) != (kind.mig_profile is None):
+            mode = "in MIG mode holds MIG-backed" if gpu.mig is not None else "without mig holds time-sliced"
+            raise ValueError(f"{where}.vgpu.vms.{position}.type: {vm.type} — a vGPU host GPU {mode} vGPU types only")
+    if gpu.mig is not None:
+        if any(not isinstance(entry, str) for entry in gpu.mig):
+            raise ValueError(f"{where}.mig: a MIG-backed vGPU takes a whole GPU instance; no compute instance splits")
+        try:
+            vm_mig_devices(gpu)
+        except ValueError as exc:
+            raise ValueError(f"{where}.{exc}") from None
+        if len({vm.name for vm in vms}) != len(vms):
+            raise ValueError(f"{where}.vgpu.vms: VM names must be unique on the GPU")
+        return
     if len(types) > 1:
         raise ValueError(f"{where}.vgpu.vms: time-sliced vGPUs on one GPU share one type; got "
                          f"{sorted(t.name for t in types)}")

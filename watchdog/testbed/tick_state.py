@@ -8,6 +8,7 @@ cost of dictionary lookups, and lets tests ask for any tick in any order.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 from watchdog.model import NOT_ATTRIBUTABLE
@@ -17,6 +18,7 @@ from watchdog.testbed.curves import CurveEvaluator
 from watchdog.testbed.pcie_link import share_link
 from watchdog.testbed.profiles import GpuModel, MigProfile
 from watchdog.testbed.scenario_parts import PodSpec
+from watchdog.testbed.vgpu_scheduling import VmLoad, schedule_vgpus
 
 MIB = 1 << 20
 MIG_RESERVED_BYTES = 12 * MIB  # a fresh MIG instance shows ~12 MiB used before any process (nvidia-smi)
@@ -110,6 +112,8 @@ class GpuState:
     instances: dict[int, DomainState]  # by slot
     pcie_rx_bytes: float
     pcie_tx_bytes: float
+    # A vGPU host: VM name → (SM, DRAM) it achieved, 0–1 of the GPU (time-sliced) or of its GPU instance (MIG-backed)
+    vgpus: dict[str, tuple[float, float]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,9 +133,13 @@ class TickState:
 
 def compute_tick(tick: int, *, models: list[GpuModel], limits: list[float], gpu_uuids: list[str],
                  layouts: list[GpuLayout], sources: list[WorkloadSource],
-                 sharing: list[GpuSharing] | None = None) -> TickState:
+                 sharing: list[GpuSharing] | None = None, vms: list[VmLoad] | None = None) -> TickState:
     """The whole node at ``tick``; pure in its arguments. ``sharing``: per GPU, how its processes share it
-    (default: round-robin time slices without switching overhead)."""
+    (default: round-robin time slices without switching overhead); ``vms``: the vGPU hosts' VMs."""
+    running_vms: dict[int, list[VmLoad]] = {}
+    for vm in vms or ():
+        if vm.spec.running(tick):
+            running_vms.setdefault(vm.gpu, []).append(vm)
     domains: dict[tuple[int, int | None], list[WorkloadSource]] = {}
     for source in sources:
         if not source.pod.running(tick):
@@ -149,7 +157,8 @@ def compute_tick(tick: int, *, models: list[GpuModel], limits: list[float], gpu_
     for index, model in enumerate(models):
         gpus.append(_gpu_state(tick, model=model, limit=limits[index], uuid=gpu_uuids[index],
                                layout=layouts[index], domains=domains, failures=failures,
-                               sharing=sharing[index] if sharing else GpuSharing()))
+                               sharing=sharing[index] if sharing else GpuSharing(),
+                               vms=running_vms.get(index, [])))
     return TickState(tick=tick, gpus=tuple(gpus), allocation_failures=tuple(failures))
 
 
@@ -235,9 +244,14 @@ def _split_gpu_instance(tick: int, members: list[InstanceLayout], *, domains: di
 
 
 def _gpu_state(tick: int, *, model: GpuModel, limit: float, uuid: str, layout: GpuLayout,
-               domains: dict, failures: list[AllocationFailure], sharing: GpuSharing) -> GpuState:
+               domains: dict, failures: list[AllocationFailure], sharing: GpuSharing,
+               vms: list[VmLoad] | None = None) -> GpuState:
+    vms = vms or []
     parts: list[tuple[DomainState, float]] = []  # (domain, share of the GPU's SMs)
     pcie: list[tuple[float, float]] = []
+    vgpus: dict[str, tuple[float, float]] = {}
+    on_instance = {layout.instances[vm.mig_device].slot: vm for vm in vms
+                   if vm.mig_device is not None and vm.mig_device < len(layout.instances)} if layout.mig_enabled else {}
     if layout.mig_enabled:
         for instance in layout.instances:
             if instance.gi_compute_instances > 1:
@@ -252,12 +266,25 @@ def _gpu_state(tick: int, *, model: GpuModel, limit: float, uuid: str, layout: G
                                              uuid=instance.uuid, total=instance.memory_total,
                                              reserved=MIG_RESERVED_BYTES, instance=instance, failures=failures,
                                              sharing=sharing)
+            vm = on_instance.get(instance.slot)
+            if vm is not None:  # a MIG-backed vGPU: its VM alone uses the GPU instance
+                busy, dram = min(max(vm.sm(tick), 0.0), 1.0), min(max(vm.dram(tick), 0.0), 1.0)
+                domain = dataclasses.replace(domain, busy=busy, dram=dram)
+                vgpus[vm.spec.name] = (busy, dram)
             parts.append((domain, instance.sm_share))
             pcie.extend(streams)
     else:
         domain, streams = _shared_domain(tick, domains.get((layout.index, None), []), uuid=uuid,
                                          total=model.memory_mib * MIB, reserved=model.reserved_mib * MIB,
                                          instance=None, failures=failures, sharing=sharing)
+        if vms and sharing.vgpu_scheduler is not None:  # a time-sliced vGPU host: its scheduler shares the GPU
+            shares = schedule_vgpus(sharing.vgpu_scheduler, [vm.sm(tick) for vm in vms],  # type: ignore[arg-type]
+                                    [vm.dram(tick) for vm in vms], max_instances=vms[0].max_instances,
+                                    switch_overhead=sharing.switch_overhead)
+            domain = dataclasses.replace(domain, busy=min(sum(shares.sm) + shares.switching, 1.0),
+                                         dram=min(sum(shares.dram), 1.0), switching=shares.switching,
+                                         switches_per_second=shares.switches_per_second)
+            vgpus = {vm.spec.name: (sm, dram) for vm, sm, dram in zip(vms, shares.sm, shares.dram)}
         parts.append((domain, 1.0))
         pcie.extend(streams)
     parts, rx_total, tx_total = share_link(parts, pcie, capacity=model.pcie_bytes_per_second)
@@ -284,7 +311,7 @@ def _gpu_state(tick: int, *, model: GpuModel, limit: float, uuid: str, layout: G
     return GpuState(index=layout.index, layout=layout, power_watts=power.power_watts, power_limit_watts=limit,
                     sm_clock_mhz=power.sm_clock_mhz, clock_reasons=reasons,
                     temperature_celsius=power.temperature_celsius, whole=whole, instances=instances,
-                    pcie_rx_bytes=rx_total, pcie_tx_bytes=tx_total)
+                    pcie_rx_bytes=rx_total, pcie_tx_bytes=tx_total, vgpus=vgpus)
 
 
 def _with_work(domain: DomainState, clock_factor: float) -> DomainState:

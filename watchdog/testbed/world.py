@@ -63,7 +63,7 @@ class SimulatedWorld:
         self.dra = DraPublisher(self.api.store, node=self.scenario.node, driver=dra.driver,
                                 slice_lag_ticks=dra.slice_lag_ticks) if dra is not None else None
         self.proc = ProcTree(self.workdir / "proc")
-        self.kubevirt = KubevirtSync(self.api, self.scenario)  # the vGPU hosts' VMs as VMIs and launcher pods
+        self.kubevirt = KubevirtSync(self.api, self.scenario, node=self.node)  # the VMs as VMIs and launcher pods
         self._published: set[str] = set()  # pods put into the API server
         self.ended: dict[str, int] = {}  # pod key → tick its workload ended because it left the API server
 

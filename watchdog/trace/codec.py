@@ -31,16 +31,18 @@ from watchdog.model import (
     PodRef,
     ProcessSample,
     Rejection,
+    VgpuRunlist,
     VgpuSample,
     XidEvent,
 )
+from watchdog.trace.codec_vms import decode_vgpu_owners, decode_vmis, encode_vgpu_owners, encode_vmis
 
 Json = dict[str, Any]
 
 # Fields whose dataclass annotation is a float: JSON has one number type, so 300.0 may come back as 300;
 # decoding turns these back into floats so that types, not only values, survive the round trip.
 # Likewise JSON Schema's "integer" admits 3.0, which must come back as the int 3.
-_TYPED = (ProcessSample, MigSample, VgpuSample, GpuSample, XidEvent, NodeSample, PodInfo)
+_TYPED = (ProcessSample, MigSample, VgpuSample, VgpuRunlist, GpuSample, XidEvent, NodeSample, PodInfo)
 _FLOAT_FIELDS = {cls: frozenset(f.name for f in fields(cls) if str(f.type).startswith("float")) for cls in _TYPED}
 _INT_FIELDS = {cls: frozenset(f.name for f in fields(cls) if str(f.type).startswith("int")) for cls in _TYPED}
 
@@ -86,15 +88,21 @@ def encode_sample(sample: NodeSample) -> Json:
     return out
 
 
+_VGPU_HOST_SCALARS = ("vgpu_scheduler", "vgpu_scheduler_arr", "vgpu_timeslice_seconds")
+
+
 def _encode_gpu(gpu: GpuSample) -> Json:
-    out = _flat(gpu, skip=("instances", "processes", "vgpus", "vgpu_scheduler"))
+    out = _flat(gpu, skip=("instances", "processes", "vgpus", *_VGPU_HOST_SCALARS, "vgpu_runlists"))
     out["instances"] = [_encode_mig(mig) for mig in gpu.instances]
     out["processes"] = [_flat(proc) for proc in gpu.processes]
     # Additive (docs/trace-format.md): written only on a vGPU host GPU, so other GPUs' lines stay as they were.
     if gpu.vgpus:
         out["vgpus"] = [_flat(vgpu) for vgpu in gpu.vgpus]
-    if gpu.vgpu_scheduler is not None:
-        out["vgpu_scheduler"] = gpu.vgpu_scheduler
+    for name in _VGPU_HOST_SCALARS:
+        if getattr(gpu, name) is not None:
+            out[name] = getattr(gpu, name)
+    if gpu.vgpu_runlists:
+        out["vgpu_runlists"] = [_flat(runlist) for runlist in gpu.vgpu_runlists]
     return out
 
 
@@ -122,6 +130,7 @@ def _decode_gpu(data: Mapping[str, Any]) -> GpuSample:
         instances=tuple(_decode_mig(mig) for mig in data.get("instances", ())),
         processes=tuple(_decode_process(proc) for proc in data.get("processes", ())),
         vgpus=tuple(_build(VgpuSample, vgpu) for vgpu in data.get("vgpus", ())),
+        vgpu_runlists=tuple(_build(VgpuRunlist, runlist) for runlist in data.get("vgpu_runlists", ())),
     )
 
 
@@ -169,6 +178,10 @@ def encode_attribution(attribution: Attribution) -> Json:
         **({"sharing": {uuid: {"replicas": sharing.replicas, "strategy": sharing.strategy, "source": sharing.source}
                         for uuid, sharing in sorted(attribution.sharing.items())}}
            if attribution.sharing else {}),
+        # Optional: written only on a vGPU host whose VMs' vGPUs were joined to their VMIs.
+        **({"vgpus": encode_vgpu_owners(attribution.vgpus, encode_pod_ref)} if attribution.vgpus else {}),
+        # Optional: written only where KubeVirt VMIs run on the node (what the action rules know of each).
+        **({"vmis": encode_vmis(attribution.vmis)} if attribution.vmis else {}),
     }
 
 
@@ -238,6 +251,8 @@ def decode_attribution(data: Mapping[str, Any]) -> Attribution:
         host_processes=MappingProxyType(hosts) if hosts else EMPTY,
         infrastructure=frozenset(int(pid) for pid in data.get("infrastructure", ())),
         sharing=_decode_sharing(data.get("sharing", {})),
+        vgpus=decode_vgpu_owners(data.get("vgpus", {}), decode_pod_ref),
+        vmis=decode_vmis(data.get("vmis", {})),
     )
 
 

@@ -19,7 +19,8 @@ from __future__ import annotations
 from dataclasses import MISSING, fields
 from typing import Any
 
-from watchdog.model import GpuSample, MigSample, NodeSample, PodInfo, ProcessSample, VgpuSample, XidEvent
+from watchdog.model import (GpuSample, MigSample, NodeSample, PodInfo, ProcessSample, VgpuRunlist, VgpuSample,
+                            XidEvent)
 from watchdog.trace.parsing import schema
 
 Json = dict[str, Any]
@@ -36,7 +37,7 @@ def _defaults(cls: type) -> dict[str, Any]:
 
 
 _DEFINITIONS = {NodeSample: "sample", GpuSample: "gpu", MigSample: "mig", ProcessSample: "process", XidEvent: "xid",
-                PodInfo: "pod", VgpuSample: "vgpu"}
+                PodInfo: "pod", VgpuSample: "vgpu", VgpuRunlist: "vgpu_runlist"}
 _REQUIRED = {cls: frozenset(schema()["$defs"][name].get("required", ())) for cls, name in _DEFINITIONS.items()}
 # A field the schema requires is written even when it holds its default (an empty gpus list, GPU index 0).
 _DEFAULTS = {cls: {key: value for key, value in _defaults(cls).items() if key not in _REQUIRED[cls]}
@@ -82,6 +83,8 @@ def _compact_gpu(gpu: Json) -> Json:
         out["processes"] = [prune(proc, ProcessSample) for proc in out["processes"]]
     if "vgpus" in out:
         out["vgpus"] = [prune(vgpu, VgpuSample) for vgpu in out["vgpus"]]
+    if "vgpu_runlists" in out:
+        out["vgpu_runlists"] = [prune(runlist, VgpuRunlist) for runlist in out["vgpu_runlists"]]
     return out
 
 

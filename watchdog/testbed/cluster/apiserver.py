@@ -24,6 +24,7 @@ from watchdog.testbed.cluster.apiserver_discovery import SERVE_AGGREGATED
 from watchdog.testbed.cluster.apiserver_discovery import add_routes as add_discovery_routes
 from watchdog.testbed.cluster.apiserver_openapi import add_routes as add_openapi_routes
 from watchdog.testbed.cluster.apiserver_pods import PodLogic, build_pod
+from watchdog.testbed.cluster.kubevirt_eviction import KubevirtEvacuations
 from watchdog.testbed.cluster.apiserver_rest import Rest
 from watchdog.testbed.cluster.apiserver_store import (CONFIGMAPS, NODES, PDBS, PODS, PRIORITY_CLASSES, RESOURCE_TYPES,
                                                       ApiError, Store, status_body)
@@ -58,6 +59,8 @@ class FakeApiServer:
         self.unobserved_pdbs: set[str] = set()
         self.pods = PodLogic(self.store, deletion_delay=deletion_delay, instant_deletes=instant_deletes,
                              unobserved_pdbs=self.unobserved_pdbs)
+        self.evacuations = KubevirtEvacuations(self.store)  # KubeVirt's eviction webhook and evacuation controller
+        self.pods.interceptors.append(self.evacuations.admit)
         self.requests: list[tuple[str, str, dict[str, str]]] = []
         self._rest = Rest(self.store, self.pods, bookmark_interval=bookmark_interval)
         self._faults: list[tuple[int, str | None]] = []

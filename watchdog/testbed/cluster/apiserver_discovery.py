@@ -50,7 +50,7 @@ SHORT_NAMES: dict[tuple[str, str], tuple[str, ...]] = {
     ("apps", "statefulsets"): ("sts",),
     # KubeVirt's CRDs (pkg/virt-operator/resource/generate/components/crds.go): vmi/vmis, vmim/vmims.
     ("kubevirt.io", "virtualmachineinstances"): ("vmi", "vmis"),
-    ("kubevirt.io", "virtualmachineinstancemigrations"): ("vmim", "vmims"),
+    ("kubevirt.io", "virtualmachineinstancemigrations"): ("vmim", "vmims"), ("kubevirt.io", "kubevirts"): ("kv", "kvs"),
 }
 CATEGORIES: dict[tuple[str, str], tuple[str, ...]] = {
     ("", "pods"): ("all",), ("", "services"): ("all",), ("kubevirt.io", "virtualmachineinstances"): ("all",),

@@ -8,14 +8,16 @@ These are the behaviours the watchdog's safety depends on, so each follows a nam
   never scheduled or already terminal. A graceful delete sets deletionTimestamp (a MODIFIED event) and the object
   goes (DELETED) when the kubelet confirms, modelled as a timer, ``finish_deletions()``, or at once with
   ``instant_deletes``.
-- eviction: pkg/registry/core/pod/storage/eviction.go (see apiserver_pdb for the PDB part).
+- eviction: pkg/registry/core/pod/storage/eviction.go (see apiserver_pdb for the PDB part). Validating admission
+  webhooks run before it; ``interceptors`` stand for them (KubeVirt's, kubevirt_eviction.py), each raising its
+  denial.
 """
 
 from __future__ import annotations
 
 import asyncio
 import secrets
-from typing import Any
+from typing import Any, Callable
 
 from watchdog.testbed.cluster.apiserver_pdb import PdbState, decide_eviction
 from watchdog.testbed.cluster.apiserver_store import (PDBS, PODS, PRIORITY_CLASSES, ApiError, Store, not_found, rfc3339,
@@ -54,6 +56,8 @@ class PodLogic:
         self.instant_deletes = instant_deletes
         self.unobserved_pdbs = unobserved_pdbs
         self.pdbs = PdbState(store, unobserved=unobserved_pdbs)
+        # Admission webhooks on pods/eviction, called with (pod, dry_run=) before the PDB check; raise ApiError to deny.
+        self.interceptors: list[Callable[..., None]] = []
         self._pending: dict[tuple[str, str], asyncio.TimerHandle] = {}
 
     # ------------------------------------------------------------------ create
@@ -150,6 +154,8 @@ class PodLogic:
         pod = self.store.get(PODS, namespace, name)
         if pod is None:
             raise not_found(PODS, name)
+        for intercept in self.interceptors:
+            intercept(pod, dry_run=dry_run)
         verdict = decide_eviction(pod, self.store.list(PDBS, namespace), self.store.list(PODS, namespace),
                                   state=self.pdbs)
         if not verdict.allowed:

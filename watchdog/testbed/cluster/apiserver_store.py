@@ -76,7 +76,9 @@ RESOURCE_TYPES += (RESOURCE_SLICES, RESOURCE_CLAIMS)
 VMIS = ResourceType("/apis/kubevirt.io/v1", "virtualmachineinstances", "VirtualMachineInstance")
 VMI_MIGRATIONS = ResourceType("/apis/kubevirt.io/v1", "virtualmachineinstancemigrations",
                               "VirtualMachineInstanceMigration")
-RESOURCE_TYPES += (VMIS, VMI_MIGRATIONS)
+# The KubeVirt CR (namespaced, one per cluster) whose spec.configuration.evictionStrategy is the cluster-wide default.
+KUBEVIRTS = ResourceType("/apis/kubevirt.io/v1", "kubevirts", "KubeVirt")
+RESOURCE_TYPES += (VMIS, VMI_MIGRATIONS, KUBEVIRTS)
 
 # metav1.StatusReason for each code (k8s.io/apimachinery/pkg/api/errors/errors.go).
 REASONS = {

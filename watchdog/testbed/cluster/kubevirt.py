@@ -7,8 +7,11 @@ for the label names; pkg/virt-controller/services/template.go for the launcher p
   ``status.nodeName`` and ``status.phase``, and its ``spec.domain.firmware.uuid`` is the libvirt domain UUID, which
   NVML reports as the vGPU's VM id on KVM (nvmlVgpuInstanceGetVmID, NVML_VGPU_VM_ID_UUID);
 - the pod is ``virt-launcher-<vmi>-<5 chars>`` in the VMI's namespace, labelled ``kubevirt.io: virt-launcher``,
-  ``kubevirt.io/created-by: <VMI uid>`` and ``vm.kubevirt.io/name: <vmi>``, owned by the VMI, its main container
-  named ``compute``.
+  ``kubevirt.io/created-by: <VMI uid>`` and ``vm.kubevirt.io/name: <vmi>``, annotated ``kubevirt.io/domain: <vmi>``
+  (how virt-api's eviction webhook finds the VMI), owned by the VMI, its main container named ``compute``;
+- the VMI is LiveMigratable (an assumption of the test bed: KubeVirt sets that condition from what the VM holds),
+  so a LiveMigrate VM's eviction becomes a migration (kubevirt_eviction.py); once one succeeds the VM runs on the
+  target node, and this node's simulated GPU stops serving its vGPU (the node's ``migrated_vms``).
 The VMI's and the pod's uids are derived from the seed so a run is reproducible, and the evaluation path
 (evaluation/scenario_run.py) builds the same objects; the pod takes the VM's ``priority``.
 """
@@ -20,7 +23,8 @@ from typing import Any
 
 from watchdog.testbed.cluster.apiserver import FakeApiServer
 from watchdog.testbed.cluster.apiserver_pods import build_pod
-from watchdog.testbed.cluster.apiserver_store import VMIS
+from watchdog.testbed.cluster.apiserver_store import PODS, VMIS
+from watchdog.testbed.cluster.kubevirt_eviction import DOMAIN_ANNOTATION
 from watchdog.testbed.scenario import Scenario, format_uuid, stable_digest
 from watchdog.testbed.scenario_parts import VmSpec
 
@@ -49,7 +53,8 @@ def vmi_object(vm: VmSpec, *, seed: int, node: str, device_name: str) -> dict[st
         "spec": {"evictionStrategy": vm.eviction_strategy,
                  "domain": {"firmware": {"uuid": vm.firmware_uuid},
                             "devices": {"gpus": [{"name": "gpu1", "deviceName": device_name}]}}},
-        "status": {"phase": "Running", "nodeName": node, "conditions": [{"type": "Ready", "status": "True"}]},
+        "status": {"phase": "Running", "nodeName": node, "conditions": [{"type": "Ready", "status": "True"},
+                                                                       {"type": "LiveMigratable", "status": "True"}]},
     }
 
 
@@ -58,7 +63,7 @@ def launcher_pod(vm: VmSpec, *, seed: int, node: str) -> dict[str, Any]:
     body = build_pod(namespace=vm.namespace, name=launcher_name(seed, vm), node=node, priority=vm.priority or 0,
                      priority_class="", labels={LAUNCHER_LABEL: "virt-launcher", CREATED_BY_LABEL: uid,
                                                 VMI_NAME_LABEL: vm.name},
-                     annotations={}, phase="Running", ready=True, containers=["compute"], owner_kind=None,
+                     annotations={DOMAIN_ANNOTATION: vm.name}, phase="Running", ready=True, containers=["compute"], owner_kind=None,
                      qos="Burstable", requests=None)
     body["metadata"]["uid"] = format_uuid(stable_digest(seed, "virt-launcher-uid", vm.namespace, vm.name))
     body["metadata"]["ownerReferences"] = [{"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
@@ -83,16 +88,27 @@ def device_name(vm: VmSpec) -> str:
 class KubevirtSync:
     """Creates each VM's VMI and launcher pod while it runs and removes them when it ends."""
 
-    def __init__(self, api: FakeApiServer, scenario: Scenario) -> None:
+    def __init__(self, api: FakeApiServer, scenario: Scenario, *, node: Any = None) -> None:
+        """`node`: the simulated GPU node, whose ``migrated_vms`` (namespace, name) its vGPUs no longer serve."""
         self.api, self.scenario = api, scenario
         self.vms = [vm for gpu in scenario.gpus if gpu.vgpu is not None for vm in gpu.vgpu.vms]
         self._published: set[tuple[str, str]] = set()
+        self.migrated: set[tuple[str, str]] = set()
+        if node is not None:
+            node.migrated_vms = self.migrated
+        api.evacuations.on_migrated.append(self._migrated)
+
+    def _migrated(self, namespace: str, vmi: str, source: str, _target: str) -> None:
+        if source == self.scenario.node:
+            log.info("VM %s/%s live-migrated off node %s", namespace, vmi, source)
+            self.migrated.add((namespace, vmi))
 
     @property
     def namespaces(self) -> set[str]:
         return {vm.namespace for vm in self.vms}
 
     def sync(self, tick: int) -> None:
+        self.api.evacuations.advance()  # KubeVirt's evacuation controller: one step a tick
         node, seed = self.scenario.node, self.scenario.seed
         for vm in self.vms:
             key = (vm.namespace, vm.name)
@@ -103,7 +119,9 @@ class KubevirtSync:
             elif not vm.running(tick) and key in self._published:
                 if self.api.store.get(VMIS, *key) is not None:
                     self.api.store.remove(VMIS, *key)
-                pod = launcher_name(seed, vm)
-                if self.api.get_pod(vm.namespace, pod) is not None:
-                    self.api.pods.delete(vm.namespace, pod, {"gracePeriodSeconds": 0}, dry_run=False)
+                uid = vmi_uid(seed, vm)  # the launcher pod, and any a migration started elsewhere
+                for pod in self.api.store.list(PODS, vm.namespace):
+                    if (pod["metadata"].get("labels") or {}).get(CREATED_BY_LABEL) == uid:
+                        self.api.pods.delete(vm.namespace, pod["metadata"]["name"], {"gracePeriodSeconds": 0},
+                                             dry_run=False)
                 self._published.discard(key)
