@@ -21,6 +21,8 @@ RUN python -m venv /opt/gpu-watchdog && /opt/gpu-watchdog/bin/pip install --no-c
 # (numeric, so the kubelet can check runAsNonRoot without reading /etc/passwd) under Pod Security "restricted".
 FROM python:3.12.11-slim-bookworm AS controller
 COPY --from=build /opt/gpu-watchdog /opt/gpu-watchdog
+# `kubectl exec deploy/gpu-watchdog-controller -- gpu-watchdog whatif …` finds the command by name.
+ENV PATH=/opt/gpu-watchdog/bin:$PATH
 USER 65534:65534
 ENTRYPOINT ["/opt/gpu-watchdog/bin/gpu-watchdog"]
 CMD ["controller"]

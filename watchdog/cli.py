@@ -21,6 +21,7 @@ from typing import Any, Sequence
 
 from watchdog import __version__
 from watchdog.answers.commands import register as register_answers
+from watchdog.fleet.whatif_command import register as register_whatif
 from watchdog.cli_errors import EXIT_USAGE, CommandError, describe
 from watchdog.cli_help import CommandParser, HelpFormatter
 from watchdog.config import ConfigError, MalformedFile, check_data, load_policy, load_settings, read_yaml
@@ -90,6 +91,16 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from watchdog.demo.tour import tour
     from watchdog.testbed.runner import DEFAULT_SCENARIO, run_simulated
 
+    if args.nodes > 1:  # the fleet what-if's bed: several nodes, each agent with a flight recorder
+        from watchdog.evaluation.whatif import run_whatif
+        from watchdog.testbed.fleet import serve_fleet
+
+        if args.ticks < 1:
+            print("gpu-watchdog demo: --ticks must be at least 1", file=sys.stderr)
+            return 2
+        _setup_logging(quiet=True)
+        return _run_async(serve_fleet(nodes=args.nodes, ticks=args.ticks, failing=args.failing,
+                                      whatif_worker=run_whatif, out=sys.stdout))
     tui = sys.stdout.isatty() and not args.no_tui
     _setup_logging(quiet=tui)
     scenario = args.scenario or DEFAULT_SCENARIO
@@ -109,8 +120,11 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         _setup_logging()
         port = 9435 if args.port is None else args.port
+        from watchdog.evaluation.whatif import run_whatif
+
         banner = functools.partial(tour, scenario=args.simulate, title="gpu-watchdog run --simulate")
-        return _run_async(run_simulated(args.simulate, port=port, config=args.config, flags=flags, banner=banner))
+        return _run_async(run_simulated(args.simulate, port=port, config=args.config, flags=flags, banner=banner,
+                                        whatif_worker=run_whatif))
     settings, nvml, status = _load_real(args)
     if status:
         return status
@@ -153,9 +167,11 @@ async def _run_real(settings, nvml, sinks: Sequence[Any] = (), *, ticks: int | N
         # start so the kubelet restarts it and the operator sees why. `kube.access: none` opts out explicitly.
         raise CommandError(f"cannot reach the Kubernetes API ({exc}); set kube.access: none to run "
                            "without pod attribution and actions") from None
+    from watchdog.evaluation.whatif import run_whatif  # the what-if API's replay, run in its worker process
+
     try:
         await Agent(settings, nvml=nvml, clock=time.time, monotonic=time.monotonic, kube=kube,
-                    sinks=sinks).run(ticks=ticks)
+                    sinks=sinks, whatif_worker=run_whatif).run(ticks=ticks)
     except NvmlUnavailable as exc:
         raise CommandError(
             f"no usable NVML ({exc}). Without a GPU, run the simulation instead: "
@@ -351,7 +367,8 @@ def build_parser() -> argparse.ArgumentParser:
         "demo", help="the whole pipeline on a simulated GPU node",
         description="The whole pipeline on a simulated GPU node and cluster: a live table on a terminal, metrics on "
                     "--port, and a fake API server kubectl can explore.",
-        examples=["gpu-watchdog demo", "gpu-watchdog demo --mode enforce --speed 5 --no-tui"])
+        examples=["gpu-watchdog demo", "gpu-watchdog demo --mode enforce --speed 5 --no-tui",
+                  "gpu-watchdog demo --nodes 3 --failing"])
     demo.add_argument("--port", type=int, default=9435, help="metrics port (default 9435; 0 picks a free one)")
     demo.add_argument("--scenario", help="scenario YAML (default scenarios/demo.yaml)")
     demo.add_argument("--config", help="settings YAML")
@@ -359,6 +376,11 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--policy", help="policy YAML, reloaded while running")
     demo.add_argument("--speed", type=float, default=1.0, help="simulated seconds per real second")
     demo.add_argument("--no-tui", action="store_true", help="no live table, even on a terminal")
+    demo.add_argument("--nodes", type=int, default=1, help="more than 1: that many simulated nodes, each agent "
+                      "recording --ticks ticks at speed into its flight recorder, for `gpu-watchdog whatif`")
+    demo.add_argument("--ticks", type=int, default=300, help="with --nodes: ticks each agent records (default 300)")
+    demo.add_argument("--failing", action="store_true", help="with --nodes: add a node that is down, one that "
+                      "answers slowly and one whose recorder is empty")
     demo.set_defaults(func=cmd_demo)
 
     probe = sub.add_parser(
@@ -448,6 +470,7 @@ def build_parser() -> argparse.ArgumentParser:
     audit.set_defaults(func=cmd_audit)
 
     register_answers(sub)  # explain, inventory, bundle
+    register_whatif(sub)  # the fleet what-if, from the controller's pod
 
     ctl = sub.add_parser(
         "controller", help="the cluster controller acting on Alertmanager webhooks",

@@ -72,6 +72,10 @@ DOCUMENTED_OPTIONS: dict[str, dict[str, Any]] = {
         "enabled": True, "tlsConfig": {"insecureSkipVerify": True}}}},
     "dashboards": {"dashboards": {"enabled": True, "namespace": "monitoring", "folder": "GPU",
                                   "labels": {"grafana_dashboard": "1", "team": "platform"}}},
+    "fleet what-if": {"whatif": {"enabled": True}},
+    "fleet what-if, own token and paths": {"whatif": {
+        "enabled": True, "port": 9600, "token": {"secretName": "my-whatif-token", "generate": False},
+        "flightRecorderPath": "/data/gpu-watchdog/flight", "networkPolicy": False}},
     "readme install": {"mode": "enforce", "image": {"repository": "registry.example.com/gpu-watchdog"},
                        "controller": {"webhookToken": {"generate": True}, "tls": {"generate": True}},
                        "monitoring": {"podMonitor": {"enabled": True}, "serviceMonitor": {"enabled": True},

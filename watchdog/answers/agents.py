@@ -35,12 +35,17 @@ class AgentPod:
     url: str
 
 
-def _port(pod: dict[str, Any]) -> int | None:
+def container_port(pod: dict[str, Any], name: str = PORT_NAME) -> int | None:
+    """The pod's container port called ``name`` (``metrics``: the JSON API; ``whatif``: the what-if listener)."""
     for container in (pod.get("spec") or {}).get("containers") or ():
         for port in container.get("ports") or ():
-            if port.get("name") == PORT_NAME and isinstance(port.get("containerPort"), int):
+            if port.get("name") == name and isinstance(port.get("containerPort"), int):
                 return port["containerPort"]
     return None
+
+
+def _port(pod: dict[str, Any]) -> int | None:
+    return container_port(pod, PORT_NAME)
 
 
 async def find_agents(api: KubeApi, *, namespace: str = AGENT_NAMESPACE, node: str | None = None,

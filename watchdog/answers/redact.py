@@ -26,7 +26,7 @@ SECRET_VALUES = frozenset({"kube.token"})
 """Fields whose value is itself a secret: replaced."""
 
 SECRET_FILES = frozenset({
-    "mqtt.password_file", "mqtt.key_file", "controller.token_file", "controller.tls_key_file",
+    "mqtt.password_file", "mqtt.key_file", "controller.token_file", "controller.tls_key_file", "whatif.token_file",
 })
 """Fields naming a file whose contents are secret (a mounted Secret): the path is kept, the file never read."""
 

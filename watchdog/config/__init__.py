@@ -26,6 +26,7 @@ from watchdog.config.publishing import PublishingSettings
 from watchdog.config.policy import Policy
 from watchdog.config.sampling import SamplingSettings
 from watchdog.config.prometheus_signals import BorrowedActivitySettings, SignalsSettings
+from watchdog.config.whatif import WhatIfSettings
 from watchdog.model import Mode
 
 __all__ = [
@@ -44,6 +45,7 @@ __all__ = [
     "SignalsSettings",
     "BorrowedActivitySettings",
     "Settings",
+    "WhatIfSettings",
     "check_data",
     "check_file",
     "load_policy",
@@ -68,6 +70,9 @@ class Settings(Section):
     mqtt: MqttSettings = Field(default_factory=MqttSettings, description="MQTT event stream (off by default).")
     flight_recorder: FlightRecorderSettings = Field(
         default_factory=FlightRecorderSettings, description="Rolling trace of the last ticks on disk (off by default)."
+    )
+    whatif: WhatIfSettings = Field(
+        default_factory=WhatIfSettings, description="Fleet what-if API on its own port (off until token_file is set)."
     )
     policy: Policy = Field(default_factory=Policy, description="Inline policy, used when policy_file is unset.")
     policy_file: str | None = Field(None, description="Policy YAML reloaded while running (overrides `policy`).")

@@ -19,9 +19,7 @@ An eviction whose answer was lost (timeout, 5xx) is settled by reading the pod b
 from __future__ import annotations
 
 import asyncio
-import hmac
 import logging
-import os
 from typing import Callable, Protocol
 
 from aiohttp import web
@@ -35,6 +33,7 @@ from watchdog.controller.outcome import STILL_THERE, outcome_unknown, parse_unkn
 from watchdog.controller.selection import decide_alert, unplaced
 from watchdog.controller.webhook import AlertTarget, Deduper, WebhookError, parse_payload, select_targets
 from watchdog.model import ActionOutcome, Decision, EvictionResult, PodInfo
+from watchdog.publishing.bearer import TokenFile
 
 log = logging.getLogger(__name__)
 
@@ -57,36 +56,6 @@ class PodLister(Protocol):
     async def list_pods(
         self, *, label_selector: str | None = None, field_selector: str | None = None, namespace: str | None = None
     ) -> list[PodInfo]: ...
-
-
-class TokenFile:
-    """The bearer token, re-read whenever the file changes (a rotated Secret updates the mounted file)."""
-
-    def __init__(self, path: str) -> None:
-        self._path = path
-        self._stamp: tuple[int, int, int] | None = None
-        self._token: bytes | None = None
-
-    def current(self) -> bytes | None:
-        """The token now in force; None (every request refused) when the file is missing or empty."""
-        try:
-            stat = os.stat(self._path)
-            stamp = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
-            if stamp != self._stamp:
-                with open(self._path, "rb") as handle:
-                    self._token = handle.read().strip() or None
-                self._stamp = stamp
-        except OSError as exc:
-            log.warning("webhook token file %s unreadable: %s", self._path, exc)
-            self._stamp, self._token = None, None
-        return self._token
-
-    def accepts(self, header: str | None) -> bool:
-        token = self.current()
-        if token is None or not header or not header.startswith("Bearer "):
-            return False
-        # Constant-time comparison: the token must not leak through response timing.
-        return hmac.compare_digest(header[len("Bearer "):].strip().encode(), token)
 
 
 class WebhookHandler:

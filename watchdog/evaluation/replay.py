@@ -9,14 +9,14 @@ the same report.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from watchdog.config import Policy
 from watchdog.evaluation.replay_policy import DEFAULTS, FROM_TRACE, recorded_policy
 from watchdog.evaluation.report import ReportBuilder
 from watchdog.evaluation.stages import OfflineAgent, StepResult
 from watchdog.model.plausibility import PlausibilityGate
-from watchdog.trace import read_trace
+from watchdog.trace import Trace, TraceRecord, read_trace
 
 TRACE_SUFFIXES = (".jsonl", ".jsonl.gz")
 
@@ -52,36 +52,68 @@ def replay(
     """
     gate = PlausibilityGate()  # one quarantine across a directory's segments, as one agent kept it
     traces = [read_trace(path, gate=gate) for path in trace_files(trace_path)]
-    header = traces[0].header
-    source = {
-        "path": str(trace_path),
-        "node": header.node,
-        "tick_seconds": header.tick_seconds,
-        "started": header.started,
-        "agent_version": header.agent_version,
-        "source": header.source,
-    }
-    # Checked before the first tick: a segment's bad policy fails the replay now, not an hour into it.
-    recorded = [recorded_policy(trace) for trace in traces] if policy is None else [None] * len(traces)
-    if policy is None:
-        policy, policy_source = (recorded[0], FROM_TRACE) if recorded[0] is not None else (Policy(), DEFAULTS)
-    agent = OfflineAgent(policy, own_namespace=own_namespace, tenant_label=tenant_label,
-                         tick_seconds=header.tick_seconds)
-    builder = ReportBuilder(source=source, mode=policy.action.mode.value, policy_source=policy_source)
+    run = PolicyReplay(traces, path=str(trace_path), policy=policy, policy_source=policy_source,
+                       own_namespace=own_namespace, tenant_label=tenant_label)
     total, done = sum(trace.path.stat().st_size for trace in traces), 0
-    for trace, own in zip(traces, recorded):
-        switch = own is not None and own != agent.policy
+    for index, trace in enumerate(traces):
+        run.enter(index)
         for record in trace:
-            if switch:
-                agent.set_policy(own, tick=record.tick)
-                builder.policy_changed(tick=record.tick, path=str(trace.path))
-                switch = False
-            step = agent.step(record.sample, record.attribution, record.external_signals,
-                              borrowed_activity=record.borrowed_activity)
-            builder.add(step)
+            step = run.step(record)
             if on_step is not None:
                 on_step(step)
             if on_bytes is not None:
                 on_bytes(done + trace.bytes_read(), total)
         done += trace.path.stat().st_size
-    return builder.finish()
+    return run.finish()
+
+
+class PolicyReplay:
+    """One policy applied to a recording's ticks as they are fed, one at a time: what :func:`replay` does, in steps,
+    so that two policies can advance in lockstep over one reading of the trace (the what-if, evaluation/whatif.py)
+    and a report can be finished after any tick.
+
+    ``traces``: the recording's segments in order, headers read; ``policy`` None applies each segment's recorded
+    policy (see :func:`replay`). Call :meth:`enter` with a segment's index before feeding its records.
+    """
+
+    def __init__(self, traces: Sequence[Trace], *, path: str, policy: Policy | None, policy_source: str,
+                 own_namespace: str | None, tenant_label: str | None) -> None:
+        header = traces[0].header
+        source = {
+            "path": path,
+            "node": header.node,
+            "tick_seconds": header.tick_seconds,
+            "started": header.started,
+            "agent_version": header.agent_version,
+            "source": header.source,
+        }
+        # Checked before the first tick: a segment's bad policy fails the replay now, not an hour into it.
+        self._recorded = [recorded_policy(trace) for trace in traces] if policy is None else [None] * len(traces)
+        self._paths = [str(trace.path) for trace in traces]
+        if policy is None:
+            first = self._recorded[0]
+            policy, policy_source = (first, FROM_TRACE) if first is not None else (Policy(), DEFAULTS)
+        self._agent = OfflineAgent(policy, own_namespace=own_namespace, tenant_label=tenant_label,
+                                   tick_seconds=header.tick_seconds)
+        self._builder = ReportBuilder(source=source, mode=policy.action.mode.value, policy_source=policy_source)
+        self._switch: int | None = None  # the segment whose recorded policy applies from its next tick fed
+
+    def enter(self, index: int) -> None:
+        """The records fed next come from segment ``index``: its recorded policy, if another, applies from the
+        first of them (as the agent switched on the reload that began the segment)."""
+        own = self._recorded[index]
+        self._switch = index if own is not None and own != self._agent.policy else None
+
+    def step(self, record: TraceRecord) -> StepResult:
+        if self._switch is not None:
+            self._agent.set_policy(self._recorded[self._switch], tick=record.tick)
+            self._builder.policy_changed(tick=record.tick, path=self._paths[self._switch])
+            self._switch = None
+        step = self._agent.step(record.sample, record.attribution, record.external_signals,
+                                borrowed_activity=record.borrowed_activity)
+        self._builder.add(step)
+        return step
+
+    def finish(self) -> dict[str, Any]:
+        """The report of the ticks fed so far."""
+        return self._builder.finish()

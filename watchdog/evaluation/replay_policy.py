@@ -50,6 +50,15 @@ def load_policy_file(path: str | Path) -> tuple[Policy, str]:
     return _validated(data, source=str(path), prefix=""), f"file:{path}"
 
 
+def policy_mapping(data: Any, *, source: str) -> tuple[Policy, Mapping[str, Any]]:
+    """What a policy file's parsed ``data`` holds as a policy — itself, or a scenario's ``policy:`` section — validated
+    as ``load_policy_file`` validates it, with the mapping as written (`whatif` posts it to the agents)."""
+    if isinstance(data, Mapping) and is_scenario(data):
+        section = data.get("policy") or {}
+        return _validated(section, source=source, prefix="policy."), section
+    return _validated(data, source=source, prefix=""), data
+
+
 def recorded_policy(trace: Trace) -> Policy | None:
     """The policy the trace's header records, validated as a policy file (ConfigError names the field, under
     ``policy.``); None for a trace that records none."""

@@ -47,6 +47,8 @@ from watchdog.service.policy_watch import PolicyWatcher
 from watchdog.service.borrowed_activity import BorrowedActivity, needs_borrowing
 from watchdog.service.prometheus_signals import PrometheusSignals
 from watchdog.service.state import AgentState
+from watchdog.service.whatif_api import WhatIfServer
+from watchdog.service.whatif_jobs import WhatIfJobs, WhatIfWorker
 from watchdog.trace.flight import FlightRecorder
 
 log = logging.getLogger(__name__)
@@ -68,10 +70,13 @@ class Agent:
         policy: Policy | None = None,
         sinks: Sequence[TickSink] = (),
         monotonic: Callable[[], float] | None = None,
+        whatif_worker: WhatIfWorker | None = None,
     ) -> None:
         """`clock`: wall time (samples', Events' and audit lines' timestamps). `monotonic`: the clock every guarantee
         runs on (cooldowns, hysteresis, the token bucket, backoffs, the decision age); a real node passes
-        ``time.monotonic``, a simulated world whose one clock never steps may leave it None (then `clock`)."""
+        ``time.monotonic``, a simulated world whose one clock never steps may leave it None (then `clock`).
+        `whatif_worker`: the replay the what-if API runs in its worker process (watchdog.evaluation.whatif.run_whatif;
+        the agent does not import the evaluation); None: the API, when on, answers 503."""
         self.settings = settings
         self.node = settings.node_name
         self.clock = clock
@@ -198,7 +203,14 @@ class Agent:
             settings.publishing, snapshot_provider=lambda: self.cycle.snapshot, alive=self._alive,
             decisions=self.decision_log,
         )
+        # The fleet what-if API, on its own port, only with a token (docs/flight-recorder.md, "Fleet what-if").
+        self.whatif = WhatIfServer(settings.whatif, jobs=WhatIfJobs(
+            settings.whatif, directory=settings.flight_recorder.directory if settings.flight_recorder.enabled else None,
+            worker=whatif_worker, node=self.node, own_namespace=settings.namespace,
+            tenant_label=settings.attribution.tenant_label, monotonic=self.monotonic,
+        )) if settings.whatif.token_file else None
         self.port: int | None = None
+        self.whatif_port: int | None = None
         self.tick = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stack = AsyncExitStack()
@@ -288,6 +300,9 @@ class Agent:
             await self.action.restore_from_api()
         self.port = await self.server.start()
         self._stack.push_async_callback(self.server.stop)
+        if self.whatif is not None:
+            self.whatif_port = await self.whatif.start()
+            self._stack.push_async_callback(self.whatif.stop)
         self._stack.push_async_callback(self.kubelet_close)
         if self.flight_recorder is not None:
             self._stack.callback(self.flight_recorder.close)

@@ -19,6 +19,7 @@ from typing import Any, Awaitable, Callable, Sequence
 from watchdog.kube.client import KubeApi
 from watchdog.service.agent import Agent
 from watchdog.service.pipeline import TickSink
+from watchdog.service.whatif_jobs import WhatIfWorker
 from watchdog.testbed import DEMO_SCENARIO
 from watchdog.testbed.clock import SimClock
 from watchdog.testbed.world import SimulatedWorld
@@ -47,6 +48,7 @@ async def run_simulated(
     sinks: Sequence[TickSink] = (),
     out: Any = None,
     ready: Callable[[Agent, SimulatedWorld], None] | None = None,
+    whatif_worker: WhatIfWorker | None = None,
 ) -> None:
     """Build the world and the agent, run until cancelled (or ``ticks`` cycles).
 
@@ -55,20 +57,23 @@ async def run_simulated(
     cancel the run in cli._run_async, and the cancellation unwinds through here). Once the agent listens, its pod
     joins the world's API server (``SimulatedWorld.add_agent_pod``) and ``banner`` says what to try: printed to
     ``out``, or handed to ``screen`` (the demo's live table), which runs beside the agent. No banner, no words:
-    `record` prints none, since its cluster is gone when it ends.
+    `record` prints none, since its cluster is gone when it ends. ``whatif_worker``: the agent's what-if replay
+    (Agent's parameter of that name).
     """
     out = out or sys.stdout
     with tempfile.TemporaryDirectory(prefix="gpu-watchdog-sim-") as workdir:
         async with SimulatedWorld(scenario, workdir=workdir, deletion_delay=min(3.0, 3.0 / speed),
                                   clock=SimClock(epoch=time.time())) as world:
             await _run_agent(world, port=port, config=config, flags=flags, screen=screen, banner=banner,
-                             speed=speed, ticks=ticks, sinks=sinks, out=out, ready=ready)
+                             speed=speed, ticks=ticks, sinks=sinks, out=out, ready=ready,
+                             whatif_worker=whatif_worker)
 
 
 async def _run_agent(world: SimulatedWorld, *, port: int, config: str | None, flags: dict[str, Any] | None,
                      screen: Callable[[Agent, str], Awaitable[None]] | None, banner: Banner | None, speed: float,
                      ticks: int | None, sinks: Sequence[TickSink], out: Any,
-                     ready: Callable[[Agent, SimulatedWorld], None] | None) -> None:
+                     ready: Callable[[Agent, SimulatedWorld], None] | None,
+                     whatif_worker: WhatIfWorker | None = None) -> None:
     merged = {"publishing": {"port": port}}
     for key, value in (flags or {}).items():
         merged[key] = value
@@ -81,7 +86,8 @@ async def _run_agent(world: SimulatedWorld, *, port: int, config: str | None, fl
         await asyncio.sleep(seconds / speed)
         world.advance(settings.sampling.interval_seconds)
 
-    agent = Agent(settings, nvml=world.nvml, clock=world.clock, sleep=world_sleep, kube=kube, sinks=sinks)
+    agent = Agent(settings, nvml=world.nvml, clock=world.clock, sleep=world_sleep, kube=kube, sinks=sinks,
+                  whatif_worker=whatif_worker)
     try:
         port_bound = await agent.start()
         log.info("simulated node %s: metrics at http://127.0.0.1:%d/metrics", world.scenario.node, port_bound)

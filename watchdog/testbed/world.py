@@ -207,11 +207,13 @@ class SimulatedWorld:
         return [{"key": taint.key, "operator": "Exists", "effect": taint.effect}
                 for taint in self.scenario.cluster.node_taints if taint.effect != "PreferNoSchedule"]
 
-    def add_agent_pod(self, *, port: int, image: str = "ghcr.io/gpu-watchdog/gpu-watchdog:dev") -> dict[str, Any]:
+    def add_agent_pod(self, *, port: int, image: str = "ghcr.io/gpu-watchdog/gpu-watchdog:dev",
+                      whatif_port: int | None = None) -> dict[str, Any]:
         """The agent's own pod, as its DaemonSet (deploy/daemonset.yaml) would have created it on this node: labelled
         ``app.kubernetes.io/name=gpu-watchdog`` in the agent's namespace, its container port ``metrics`` the port
-        the agent listens on, and a pod IP that reaches it (the loopback, where the simulated agent listens). So
-        `gpu-watchdog explain` and `inventory` find it as they find a real one. Call it once the port is bound."""
+        the agent listens on (``whatif``: its what-if API's, when given), and a pod IP that reaches it (the
+        loopback, where the simulated agent listens). So `gpu-watchdog explain`, `inventory` and `whatif` find it as
+        they find a real one. Call it once the port is bound."""
         digest = stable_digest(self.scenario.seed, "agent-pod", self.scenario.node)
         name = "gpu-watchdog-" + "".join(_NAME_ALPHABET[byte % len(_NAME_ALPHABET)] for byte in digest[:5])
         body = build_pod(namespace=AGENT_NAMESPACE, name=name, node=self.scenario.node,
@@ -222,7 +224,9 @@ class SimulatedWorld:
                          annotations={"prometheus.io/scrape": "true", "prometheus.io/port": str(port)},
                          phase="Running", ready=True, owner_kind="DaemonSet", qos="Burstable", requests=None,
                          containers=[{"name": "agent", "image": image,
-                                      "ports": [{"name": "metrics", "containerPort": port, "protocol": "TCP"}]}])
+                                      "ports": [{"name": "metrics", "containerPort": port, "protocol": "TCP"},
+                                                *([{"name": "whatif", "containerPort": whatif_port,
+                                                    "protocol": "TCP"}] if whatif_port else [])]}])
         body["metadata"]["ownerReferences"][0]["name"] = "gpu-watchdog"
         body["metadata"]["uid"] = format_uuid(digest[5:])
         body["spec"]["tolerations"] = self._tolerations()

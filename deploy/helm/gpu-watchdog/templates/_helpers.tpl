@@ -67,10 +67,22 @@ never removes them). */}}
 {{ .Values.controller.webhookToken.secretName }}
 {{- end -}}
 
+{{/* Where the what-if token is mounted, in the agents' and the controller's pods alike: its own directory, not under
+the webhook token's (a Secret volume is read-only, so nothing can be mounted inside it). `gpu-watchdog whatif`'s
+--token-file defaults to <this>/token. */}}
+{{- define "gpu-watchdog.whatifTokenDir" -}}
+/var/run/secrets/gpu-watchdog-whatif
+{{- end -}}
+
 {{/* The agent's settings.yaml (docs/configuration.md): the chart's part, then agent.settings merged over it. */}}
 {{- define "gpu-watchdog.agentSettings" -}}
 {{- $base := dict "namespace" .Values.namespaces.agent "attribution" (dict "proc_root" "/host/proc") -}}
 {{- $_ := set $base "publishing" (dict "port" (int .Values.agent.metricsPort)) -}}
+{{- if .Values.whatif.enabled -}}
+{{- $_ := set $base "flight_recorder" (dict "enabled" true "directory" "/var/lib/gpu-watchdog/flight") -}}
+{{- $_ := set $base "whatif" (dict "token_file" (printf "%s/token" (include "gpu-watchdog.whatifTokenDir" .))
+      "port" (int .Values.whatif.port)) -}}
+{{- end -}}
 {{ toYaml (mergeOverwrite $base (deepCopy .Values.agent.settings)) }}
 {{- end -}}
 

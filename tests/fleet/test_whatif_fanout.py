@@ -1,0 +1,176 @@
+"""`gpu-watchdog whatif` against stand-in agents (testbed/cluster/whatif_agent.py): what it asks, how it sums the
+answers, and that every node that does not answer is listed with its reason."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import json
+from pathlib import Path
+from typing import AsyncIterator
+
+import pytest
+
+from tests.fleet.agents import TOKEN, add_agent_pod, result_pair
+from watchdog.cli import main
+from watchdog.config import ConfigError
+from watchdog.evaluation.report_text import format_compare
+from watchdog.fleet.whatif_command import moment, policy_body
+from watchdog.testbed.cluster.whatif_agent import FakeWhatIfAgent
+from watchdog.testbed.fleet import free_port
+
+POLICY = "action:\n  mode: enforce\n  interference: {for_seconds: 10}\n"
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> dict[str, Path]:
+    (tmp_path / "policy.yaml").write_text(POLICY)
+    (tmp_path / "token").write_text(TOKEN + "\n")
+    return {"policy": tmp_path / "policy.yaml", "token": tmp_path / "token", "kubeconfig": tmp_path / "kubeconfig"}
+
+
+@contextlib.asynccontextmanager
+async def agents(*specs: dict) -> AsyncIterator[list[FakeWhatIfAgent]]:
+    async with contextlib.AsyncExitStack() as stack:
+        yield [await stack.enter_async_context(FakeWhatIfAgent(**spec)) for spec in specs]
+
+
+async def whatif(server, files, *extra: str) -> tuple[int, str, str]:
+    """Run the command as a person would (in a thread: it runs its own event loop); exit code, stdout, stderr."""
+    server.write_kubeconfig(files["kubeconfig"])
+    argv = ["whatif", "--policy", str(files["policy"]), "--kubeconfig", str(files["kubeconfig"]),
+            "--token-file", str(files["token"]), "--poll-seconds", "0.02", *extra]
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = await asyncio.to_thread(main, argv)
+    return code, out.getvalue(), err.getvalue()
+
+
+async def test_every_node_answers_and_the_report_sums_them(server, files):
+    async with agents({"node": "gpu-a", "token": TOKEN, "result": result_pair(shift=10), "running_polls": 2},
+                      {"node": "gpu-b", "token": TOKEN, "result": result_pair(shift=0)}) as (a, b):
+        add_agent_pod(server, node="gpu-a", port=a.port)
+        add_agent_pod(server, node="gpu-b", port=b.port)
+        code, out, _ = await whatif(server, files, "--output", "json", "--since", "6h")
+    assert code == 0
+    report = json.loads(out)
+    assert [(n["node"], n["state"]) for n in report["nodes"]] == [("gpu-a", "done"), ("gpu-b", "done")]
+    assert report["nodes"][0]["answer"]["result"]["diff"] == json.loads(json.dumps(result_pair(shift=10)["diff"]))
+    assert report["totals"] == {
+        "evictions": {"only_b": 2, "only_a": 0, "shifted": 0},
+        "findings": {"only_b": 0, "only_a": 0, "shifted": 1},
+    }
+    assert report["failed"] == []
+    assert report["most_affected"]["pods"][0] == {"pod": "batch/etl", "changes": 2, "evictions": 2}
+    assert report["most_affected"]["tenants"][0]["namespace"] == "batch"
+    # What was posted: the policy file's mapping, and the window as unix seconds.
+    posted = a.posts[0]
+    assert posted["policy"] == {"action": {"mode": "enforce", "interference": {"for_seconds": 10}}}
+    assert isinstance(posted["since"], float) and "until" not in posted
+
+
+async def test_nodes_that_cannot_answer_are_listed_with_their_reasons(server, files):
+    async with agents({"node": "gpu-ok", "token": TOKEN, "result": result_pair()},
+                      {"node": "gpu-token", "token": "another"},
+                      {"node": "gpu-busy", "token": TOKEN, "refuse": 409},
+                      {"node": "gpu-norec", "token": TOKEN, "refuse": 503},
+                      {"node": "gpu-empty", "token": TOKEN, "state": "no_data"}) as fakes:
+        for fake in fakes:
+            add_agent_pod(server, node=fake.node, port=fake.port)
+        add_agent_pod(server, node="gpu-down", port=free_port())  # listed; nothing listens
+        add_agent_pod(server, node="gpu-pending", port=None, phase="Pending")
+        code, out, _ = await whatif(server, files, "--output", "json")
+    assert code == 1
+    failed = {row["node"]: (row["state"], row["reason"]) for row in json.loads(out)["failed"]}
+    assert set(failed) == {"gpu-token", "gpu-busy", "gpu-norec", "gpu-empty", "gpu-down", "gpu-pending"}
+    assert failed["gpu-token"][0] == "refused" and "401" in failed["gpu-token"][1]
+    assert failed["gpu-busy"][0] == "refused" and "already running" in failed["gpu-busy"][1]
+    assert failed["gpu-norec"][0] == "refused" and "flight_recorder.enabled" in failed["gpu-norec"][1]
+    assert failed["gpu-empty"] == ("no_data", "no flight-recorder ticks in the window")
+    assert failed["gpu-down"][0] == "unreachable"
+    assert failed["gpu-pending"][0] == "unlisted" and "Pending" in failed["gpu-pending"][1]
+
+
+async def test_a_node_slower_than_the_timeout_is_listed_with_its_progress(server, files):
+    async with agents({"node": "gpu-slow", "token": TOKEN, "running_polls": 10**6}) as (slow,):
+        add_agent_pod(server, node="gpu-slow", port=slow.port)
+        code, out, _ = await whatif(server, files, "--output", "json", "--timeout", "0.5")
+    assert code == 1
+    (row,) = json.loads(out)["failed"]
+    assert row["state"] == "timeout" and "within 0.5 s" in row["reason"] and "% replayed" in row["reason"]
+
+
+async def test_requests_in_flight_are_bounded_by_the_concurrency(server, files):
+    meter = {"now": 0, "most": 0}
+    specs = [{"node": f"gpu-{i}", "token": TOKEN, "result": result_pair(), "delay": 0.1, "meter": meter}
+             for i in range(6)]
+    async with agents(*specs) as fakes:
+        for fake in fakes:
+            add_agent_pod(server, node=fake.node, port=fake.port)
+        code, out, _ = await whatif(server, files, "--output", "json", "--concurrency", "2")
+    assert code == 0, json.loads(out)["failed"]
+    assert meter["most"] == 2  # every POST is held a while: two at a time, never more
+    assert all(len(fake.posts) == 1 for fake in fakes)
+
+
+async def test_the_fan_out_only_reads_from_the_api_server(server, files):
+    async with agents({"node": "gpu-a", "token": TOKEN, "result": result_pair()}) as (a,):
+        add_agent_pod(server, node="gpu-a", port=a.port, labels={"pool": "h100"})
+        add_agent_pod(server, node="gpu-b", port=free_port(), labels={"pool": "a100"})
+        server.requests.clear()
+        code, out, _ = await whatif(server, files, "--output", "json", "--selector", "pool=h100")
+    assert code == 0
+    assert [row["node"] for row in json.loads(out)["nodes"]] == ["gpu-a"]  # the selector picks nodes
+    assert server.requests and {method for method, _, _ in server.requests} == {"GET"}
+
+
+async def test_a_bad_policy_is_refused_before_anything_is_asked(server, files):
+    files["policy"].write_text("action:\n  mode: sometimes\n")
+    async with agents({"node": "gpu-a", "token": TOKEN, "result": result_pair()}) as (a,):
+        add_agent_pod(server, node="gpu-a", port=a.port)
+        server.requests.clear()
+        code, out, err = await whatif(server, files)
+    assert code == 2 and out == ""
+    assert "action.mode" in err
+    assert a.posts == [] and server.requests == []
+
+
+async def test_the_text_report_has_totals_pods_tenants_failures_and_each_nodes_compare_table(server, files):
+    pair = result_pair(shift=10)
+    async with agents({"node": "gpu-a", "token": TOKEN, "result": pair}) as (a,):
+        add_agent_pod(server, node="gpu-a", port=a.port)
+        add_agent_pod(server, node="gpu-down", port=free_port())
+        code, out, err = await whatif(server, files, "--output", "text")
+    assert code == 1
+    assert err == ""  # no progress line on a pipe
+    head, _, node_section = out.partition("== node gpu-a (gpu-watchdog-gpu-a, done) ==\n")
+    assert head.splitlines()[0] == (f"what-if: {files['policy']} (P) against the policy in force, on 2 nodes: "
+                                    "1 with a result, 1 failed")
+    for line in ("in total:", "per node (eviction decisions / finding episodes: only under P, only under current, "
+                 "shifted):", "most affected pods:", "most affected tenants (namespaces):", "failed nodes: 1"):
+        assert line in head.splitlines()
+    assert any(line.split() == ["eviction", "decisions", "1", "0", "0"] for line in head.splitlines())
+    assert any(line.split() == ["batch/etl", "1", "1"] for line in head.splitlines())
+    assert any("gpu-down" in line and "unreachable" in line for line in head.splitlines())
+    diff = json.loads(json.dumps(pair["diff"]))
+    expected = format_compare(diff, name_a="the policy recorded in the trace", name_b=str(files["policy"]))
+    assert node_section.rstrip("\n") == expected
+
+
+def test_the_window_is_a_duration_back_from_now_or_a_time_as_given():
+    assert moment("24h", now=100_000.0) == 100_000.0 - 86_400
+    assert moment("90m", now=10_000.0) == 10_000.0 - 5_400
+    assert moment("1767225600", now=0.0) == 1767225600.0
+    assert moment("2026-12-01T00:00:00Z", now=0.0) == "2026-12-01T00:00:00Z"  # the agent parses RFC 3339
+    assert moment(None, now=0.0) is None
+
+
+def test_a_scenario_file_posts_its_policy_section_and_its_errors_name_the_field_in_the_file(tmp_path):
+    scenario = tmp_path / "scenario.yaml"
+    scenario.write_text("node: n\ngpus: []\npods: []\npolicy:\n  action: {mode: enforce}\n")
+    assert policy_body(str(scenario)) == {"action": {"mode": "enforce"}}
+    scenario.write_text("node: n\ngpus: []\npods: []\npolicy:\n  action: {mode: loud}\n")
+    with pytest.raises(ConfigError) as caught:
+        policy_body(str(scenario))
+    assert [field for field, _ in caught.value.problems] == ["policy.action.mode"]

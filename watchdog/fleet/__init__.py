@@ -1,0 +1,1 @@
+"""Commands that ask every node's agent at once, from one place in the cluster (the controller's pod)."""
