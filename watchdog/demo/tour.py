@@ -68,6 +68,9 @@ def tour(world: SimulatedWorld, port: int, kubeconfig: Path, *, scenario: str | 
     commands = [*_exports(kubeconfig),
                 "kubectl get pods -A -o wide    # the tenants' pods, and the agent's own in gpu-watchdog",
                 "kubectl get events -A    # what the agent told the cluster (dry-run evictions, unauthorized use)"]
+    if any(gpu.vgpu is not None and gpu.vgpu.vms for gpu in world.scenario.gpus):
+        commands += ["kubectl get vmi -A    # the KubeVirt VMs on the vGPU host, each run by a virt-launcher pod",
+                     "kubectl get vmim -A    # the live migrations an eviction of a VM's launcher pod started"]
     pod = flagged_pod(world)
     if pod is not None:
         key, start = pod
