@@ -29,6 +29,10 @@ from watchdog.testbed.world import SimulatedWorld
 
 TICKS = 120
 OPENMETRICS = "application/openmetrics-text;version=1.0.0"
+VGPU_SCENARIO = "tp-vgpu-best-effort-contention.yaml"
+VGPU_PANELS = ("vGPU framebuffer used / total", "vGPU SM utilisation", "vGPU memory-controller utilisation",
+               "vGPU scheduler policy", "vGPU adaptive round-robin", "vGPU scheduler time slice",
+               "vGPU scheduler runlists: GPU time run")
 # Panels the demo gives no data, and why. Every other panel must show a series.
 MAY_BE_EMPTY = {
     "Errors": "the demo's stages do not fail",
@@ -40,17 +44,14 @@ MAY_BE_EMPTY = {
     # One target of a panel ("title [refId]"): the panel's other targets must still show a series.
     "Context switching [A]": "whole-GPU GPM context switching: the demo's only non-MIG GPU is an A100 (no GPM)",
     "Context switching [C]": "the same, switches per second",
-    # The demo node has no vGPU host; tests/publishing and the vGPU scenarios (scenarios/*vgpu*) serve these series.
-    **{title: "the demo has no vGPU host GPU" for title in (
-        "vGPU framebuffer used / total", "vGPU SM utilisation", "vGPU memory-controller utilisation",
-        "vGPU scheduler policy", "vGPU adaptive round-robin", "vGPU scheduler time slice",
-        "vGPU scheduler runlists: GPU time run")},
+    # The demo node has no vGPU host: test_every_vgpu_panel_shows_a_vgpu_host runs a vGPU scenario for these.
+    **{title: "the demo has no vGPU host GPU" for title in VGPU_PANELS},
 }
 
 
-async def demo_bodies(tmp_path, epoch: float) -> list[tuple[float, str]]:
-    """(timestamp, OpenMetrics body) after each of TICKS cycles of the agent on the demo world."""
-    world = SimulatedWorld(SCENARIOS / "demo.yaml", workdir=tmp_path / "world", clock=SimClock(epoch=epoch))
+async def demo_bodies(tmp_path, epoch: float, scenario: str = "demo.yaml") -> list[tuple[float, str]]:
+    """(timestamp, OpenMetrics body) after each of TICKS cycles of the agent on the scenario's world."""
+    world = SimulatedWorld(SCENARIOS / scenario, workdir=tmp_path / "world", clock=SimClock(epoch=epoch))
     await world.start()
     kube = KubeApi.from_url(world.api.url)
     agent = Agent(world.settings(sampling={"event_wait_ms": 20}), nvml=world.nvml, clock=world.clock, kube=kube)
@@ -97,8 +98,20 @@ def backfill_file(bodies: list[tuple[float, str]]) -> str:
 @pytest.fixture
 async def demo_prometheus(tmp_path):
     """(url, start, end): a real Prometheus whose TSDB holds two minutes of the demo, ending a minute ago."""
+    async for answer in scenario_prometheus(tmp_path, "demo.yaml"):
+        yield answer
+
+
+@pytest.fixture
+async def vgpu_prometheus(tmp_path):
+    """The same, holding two minutes of a vGPU host (KubeVirt VMs under the best-effort vGPU scheduler)."""
+    async for answer in scenario_prometheus(tmp_path, VGPU_SCENARIO):
+        yield answer
+
+
+async def scenario_prometheus(tmp_path, scenario: str):
     start = math.floor(time.time()) - TICKS - 60
-    bodies = await demo_bodies(tmp_path, float(start))
+    bodies = await demo_bodies(tmp_path, float(start), scenario)
     source = tmp_path / "demo.om"
     source.write_text(backfill_file(bodies), encoding="utf-8")
     data = tmp_path / "data"
@@ -171,3 +184,16 @@ async def test_every_panel_shows_the_demo(demo_prometheus):
             for r in result}
     assert any(result == "dry_run" for result, _, _ in rows), rows  # the demo's first dry-run evictions
     assert min(rows.values()) >= 1.0, rows  # born at 1 and never reset: every row counts at least its first decision
+
+
+async def test_every_vgpu_panel_shows_a_vgpu_host(vgpu_prometheus):
+    url, start, end = vgpu_prometheus
+    panels = {panel["title"]: panel for name in FILES for panel in all_panels(load(name))}
+    assert set(VGPU_PANELS) <= set(panels), sorted(set(VGPU_PANELS) - set(panels))
+    async with aiohttp.ClientSession() as session:
+        for title in VGPU_PANELS:
+            for target in panels[title].get("targets", []):
+                expr = grafana_expr(target["expr"], span=end - start + 1)
+                found = await series_count(session, url, expr=expr, instant=bool(target.get("instant")),
+                                           start=start, end=end)
+                assert found, (title, target["refId"], expr)
