@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from action_builders import finding, pod
 from watchdog.action.decision import decide
 from watchdog.action.pacing import Pacer
@@ -89,3 +91,18 @@ def test_a_refusal_does_not_count_as_a_migration():
     cycle(pacer, 0.0, launcher("virt-launcher-vm-a-p0"), answer=R.BLOCKED)
     d = cycle(pacer, 40.0, launcher("virt-launcher-vm-a-p0"))  # its own backoff (30 s) is over
     assert d.result is None
+
+
+@pytest.mark.parametrize("others", [(), (dataclasses.replace(VMI, name="vm-b", uid="uid-vm-b"),)])
+def test_a_vm_that_left_and_came_back_counts_two_migrations(others):
+    # Asked to leave here, the VM migrates to another node, whose agent sees that migration end (never this one:
+    # the VMI leaves this node's list). When a migration brings it back, that is a second migration, not the end
+    # of the one asked for here: the cooldown doubles.
+    pacer = Pacer(POLICY)
+    assert cycle(pacer, 0.0, launcher("virt-launcher-vm-a-p0")).result is None  # asked: migrating
+    gone = Attribution(index=PodIndex.of([VICTIM]), vmis={vmi.uid: vmi for vmi in others})
+    pacer.pace([], now=30.0, attribution=gone)  # it left this node
+    back = dataclasses.replace(VMI, migration_end="2026-12-02T05:00:00Z")
+    cycle(pacer, 300.0, launcher("virt-launcher-vm-a-p1"), back, answer=None)
+    d = cycle(pacer, 450.0, launcher("virt-launcher-vm-a-p1"), back, answer=None)
+    assert d.result is R.COOLDOWN and "2 times in a row" in d.detail

@@ -96,7 +96,7 @@ def test_memory_pressure_waits_for_a_migrating_vm_instead_of_evicting_another():
 
 
 @pytest.mark.parametrize("strategy,migratable,expected", [
-    ("LiveMigrate", False, True), ("External", False, True), ("LiveMigrateIfPossible", True, True),
+    ("LiveMigrate", False, True), ("External", True, False), ("LiveMigrateIfPossible", True, True),
     ("LiveMigrateIfPossible", False, False), ("None", True, False), ("", True, False)])
 def test_will_migrate(strategy, migratable, expected):
     _, vmi = launcher()
@@ -113,3 +113,15 @@ def test_the_vms_policy_is_validated_with_the_field_named(vms, field):
     with pytest.raises(ValidationError) as caught:
         ActionPolicy.model_validate({"vms": vms})
     assert caught.value.errors()[0]["loc"] == field
+
+
+def test_an_external_strategy_vm_is_not_taken_for_a_migrating_one():
+    # External: KubeVirt marks the VMI and refuses the eviction, but its evacuation controller never migrates it
+    # (pkg/util/migrations VMIMigratableOnEviction is false for External); an outside controller acts on the mark,
+    # cluster-api-provider-kubevirt by tearing the VM down (docs/handling-eviction-requests.md). So it is a VM an
+    # eviction may stop: not a candidate unless the policy allows stopping VMs.
+    culprit, vmi = launcher()
+    vmi = dataclasses.replace(vmi, eviction_strategy="External", live_migratable=True)
+    d = decision(culprit, [vmi])
+    assert d.result is R.VM_NOT_MIGRATABLE and "External" in d.detail
+    assert decision(culprit, [vmi], vms={"evict_without_migration": True}).result is None

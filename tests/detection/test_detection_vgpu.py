@@ -10,8 +10,8 @@ from detection_builders import GIB, MAX_CLOCK, SW_POWER_CAP, Noise, attribution,
 
 from watchdog.config.detection import DetectionPolicy
 from watchdog.detection import Detector, DomainKind, devices_of, domains_of
-from watchdog.model import (REPORT_ONLY_KINDS, FindingKind, GpuSample, NodeSample, PodInfo, Severity, VgpuOwner,
-                            VgpuSample)
+from watchdog.model import (REPORT_ONLY_KINDS, FindingKind, GpuSample, NodeSample, PodIndex, PodInfo, Severity,
+                            VgpuOwner, VgpuSample, VmiInfo)
 
 ONSET, TICKS = 40, 70
 LAUNCHER = {"kubevirt.io": "virt-launcher"}
@@ -182,3 +182,21 @@ def test_a_vm_of_no_pod_on_a_gpu_of_no_cluster_vm_is_nobodys_to_defend():
 def test_a_node_without_vgpus_builds_no_vgpu_device():
     tick = sample(0, [gpu("GPU-0", gpu_util=0.5)])
     assert [d.vgpu for d in devices_of(tick, attribution(devices={}))] == [None]
+
+
+def test_no_vm_of_no_pod_is_reported_while_a_launcher_pods_vmi_is_not_listed_yet():
+    # A VM just started (or arriving by live migration: its VMI keeps the source node's label until the hand-over)
+    # runs its vGPU before the next VMI list names it: its launcher pod is here, its VMI is not. The vGPU of no
+    # known VM may be that one: neither raised nor cleared until the list catches up.
+    infer = VmiInfo(namespace="team-a", name="infer-vm", uid="uid-infer-vm", firmware_uuid="")
+    vm_a = dataclasses.replace(VM_A, labels={**LAUNCHER, "kubevirt.io/created-by": infer.uid})
+    new = pod("team-n", "virt-launcher-new-vm-q9", labels={**LAUNCHER, "kubevirt.io/created-by": "uid-new-vm"})
+    attr = dataclasses.replace(vm_attribution("VGPU-a"), index=PodIndex.of([vm_a, new]), vmis={infer.uid: infer})
+    samples = [host(t, (vgpu("VGPU-a", sm=0.3), vgpu("VGPU-x", sm=0.6))) for t in range(8)]
+    detector = Detector(DetectionPolicy())
+    assert [f for tick in run(samples, attr, detector) for f in tick if f.kind is FindingKind.UNAUTHORIZED_HOST] == []
+    # Once the new VM's VMI is listed and VGPU-x is still nobody's, it is reported as before.
+    attr = dataclasses.replace(attr, vmis={**attr.vmis, "uid-new-vm": VmiInfo(
+        namespace="team-n", name="new-vm", uid="uid-new-vm", firmware_uuid="")})
+    later = [host(t, (vgpu("VGPU-a", sm=0.3), vgpu("VGPU-x", sm=0.6))) for t in range(8, 14)]
+    assert [f.kind for f in run(later, attr, detector)[-1]] == [FindingKind.UNAUTHORIZED_HOST]

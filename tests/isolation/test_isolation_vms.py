@@ -56,3 +56,11 @@ def test_vms_without_a_vgpu_are_not_judged():
 def test_an_unreadable_list_is_an_error_for_that_tenant():
     results = check(vmi("vms", "a"), errors=[ReadError("virtualmachineinstances", "vms", "forbidden")])
     assert results["vms"][0] == "error" and results["plain"][0] == "pass"
+
+
+def test_an_external_strategy_is_not_taken_for_live_migration():
+    # External: KubeVirt marks the VMI and refuses the eviction but never migrates it (pkg/util/migrations
+    # VMIMigratableOnEviction); an outside controller acts on the mark (cluster-api-provider-kubevirt tears the VM
+    # down). Not "all live-migrate on eviction".
+    result, evidence = check(vmi("vms", "capk-node", strategy="External"))["vms"]
+    assert result == "warn" and "capk-node: evictionStrategy External" in evidence

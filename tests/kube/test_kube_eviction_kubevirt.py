@@ -60,3 +60,12 @@ def test_throttling_and_pdbs_keep_their_results():
     pdb = {"message": "Cannot evict pod as it would violate the pod's disruption budget.",
            "details": {"causes": [{"reason": "DisruptionBudget", "message": "needs 1 healthy"}]}}
     assert classify_eviction(429, pdb, dry_run=False).result is R.BLOCKED_PDB
+
+
+def test_a_webhooks_429_without_explanation_is_a_refusal_not_throttling():
+    # apiserver admission/plugin/webhook/errors ToStatusErr words a denial with no message and no reason
+    # 'admission webhook "<name>" denied the request without explanation', keeping the webhook's 429.
+    body = {"code": 429, "message": 'admission webhook "quota.example.com" denied the request without explanation'}
+    reply = classify_eviction(429, body, dry_run=False)
+    assert reply.result is R.BLOCKED
+    assert reply.message == "refused by admission webhook quota.example.com: no reason given"

@@ -52,6 +52,10 @@ class _Vmis:
     def __init__(self, vmis):
         self.vmis = vmis
 
+    @property
+    def fresh_vmis(self):
+        return self.vmis
+
     def error_counts(self):
         return {}
 
@@ -69,3 +73,26 @@ def test_the_stage_joins_vgpus_to_the_listed_vmis():
     vmis.vmis = (VmiInfo(namespace="ml", name="vm-a", uid="uid-vm-a", firmware_uuid=FIRMWARE, node="gpu-1"),)
     owner = attributor.attribute(sample, tenant_label=None).vgpus["v-a"]
     assert (owner.namespace, owner.vmi, owner.pod.name) == ("ml", "vm-a", "virt-launcher-vm-a-x1")
+
+
+async def test_a_list_that_stopped_refreshing_joins_vgpus_but_gives_the_action_rules_nothing(server, api):
+    # A VM's migration state and migratability change; once the list fails, the last good one is a past the action
+    # rules must not act on (a launcher pod is then never a candidate). A firmware UUID never changes: the vGPU →
+    # VMI join keeps using it.
+    launcher = PodInfo(uid="pod-a", namespace="ml", name="virt-launcher-vm-a-x1", node="gpu-1",
+                       labels={"kubevirt.io": "virt-launcher", "kubevirt.io/created-by": "uid-vm-a"})
+    vgpu = VgpuSample(uuid="v-a", type_name="GRID A100-10C", vm_id=FIRMWARE, vm_id_type="uuid")
+    sample = NodeSample(node="gpu-1", tick=0, timestamp=0.0, gpus=(GpuSample(
+        index=0, uuid="GPU-host", name="NVIDIA A100-SXM4-40GB", memory_total_bytes=40 << 30, vgpus=(vgpu,)),))
+    server.store.create(VMIS, _vmi("vm-a", "gpu-1"))
+    reader = NodeVmis(api, node="gpu-1")
+    attributor = NodeAttributor(kubelet=FixedKubelet(), pods=PodCache([launcher]), pods_ok=lambda: True,
+                                proc=FixedProc({}), clock=lambda: 0.0, vmis=reader)
+    assert await reader.read()
+    fresh = attributor.attribute(sample, tenant_label=None)
+    assert "uid-vm-a" in fresh.vmis and fresh.vgpus["v-a"].vmi == "vm-a"
+    server.fail_next(1, status=503, path_prefix="/apis/kubevirt.io")
+    assert not await reader.read()
+    stale = attributor.attribute(sample, tenant_label=None)
+    assert not stale.vmis and stale.vgpus["v-a"].vmi == "vm-a"
+    assert await reader.read() and "uid-vm-a" in attributor.attribute(sample, tenant_label=None).vmis

@@ -4,6 +4,8 @@ holds a whole GPU by passthrough."""
 
 from __future__ import annotations
 
+import pytest
+
 from watchdog.kube.vmis import NodeVmis, vmi_info
 from watchdog.model.vms import is_vgpu_resource
 from watchdog.testbed.cluster.apiserver_store import KUBEVIRTS, VMIS
@@ -70,3 +72,29 @@ async def test_an_unreadable_kubevirt_cr_leaves_the_strategy_unset(server, api):
     assert await reader.read() and reader.vmis[0].eviction_strategy == ""
     server.fail_next(1, status=503, path_prefix="/apis/kubevirt.io/v1/kubevirts")
     assert not await reader.read() and reader.error_counts() == {"vmis_unavailable": 1}  # the last list is kept
+
+
+@pytest.mark.parametrize("part,field,value", [
+    ("status", "migrationState", ["not", "an", "object"]), ("spec", "domain", "q35")])
+async def test_a_malformed_vmi_is_left_out_and_the_others_stay_current(server, api, part, field, value):
+    # One VMI of the wrong shape must not freeze the whole list at its last good version: the others' migration
+    # state is what the action rules act on. The malformed one is not listed, so its launcher pod is never a candidate.
+    server.store.create(VMIS, vmi("vm-a", strategy="LiveMigrate", conditions=[("LiveMigratable", "True")]))
+    reader = NodeVmis(api, node="gpu-1")
+    assert await reader.read()
+    bad = vmi("vm-b")
+    bad[part][field] = value
+    server.store.create(VMIS, bad)
+    marked = server.store.get(VMIS, "ml", "vm-a")
+    marked["status"]["evacuationNodeName"] = "gpu-1"
+    server.store.update(VMIS, marked)
+    assert await reader.read()
+    assert [(v.name, v.migrating) for v in reader.vmis] == [("vm-a", True)]
+    assert reader.error_counts() == {"vmis_malformed": 1}
+
+
+def test_vmi_info_refuses_a_wrong_shape_with_value_error():
+    bad = vmi()
+    bad["spec"] = ["not", "an", "object"]
+    with pytest.raises(ValueError):
+        vmi_info(bad)

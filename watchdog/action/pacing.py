@@ -164,7 +164,7 @@ class Pacer:
         if tick is not None:
             self._note_tick(tick, now)
         policy = self._policy
-        if attribution is not None and attribution.vmis:
+        if attribution is not None:  # an empty list too: a VMI that left the node has moved
             self._migrations.observe(attribution.vmis.values(), now=now, policy=policy.vms)
         by_key: Mapping[str, Finding] = {f.key: f for f in findings}
         available = self._bucket.refill(now)

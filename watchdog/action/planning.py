@@ -13,7 +13,7 @@ from typing import Collection, Iterable
 
 from watchdog.action.decision import decide
 from watchdog.action.pacing import Pacer
-from watchdog.action.vm_rules import is_launcher, launcher_vmi, will_migrate
+from watchdog.action.vm_rules import evacuates, is_launcher, launcher_vmi
 from watchdog.config.action import ActionPolicy
 from watchdog.config.runtime import resolve_action_policy
 from watchdog.model import Attribution, Decision, EvictionRequest, EvictionResult, Finding, Mode
@@ -71,13 +71,13 @@ def plan(
 
 
 def would_be_for(decision: Decision, attribution: Attribution, mode: Mode) -> EvictionResult:
-    """`would_be(mode)`, except that in enforce mode KubeVirt answers a launcher pod whose VM will live-migrate with
-    an evacuation: `migrating` (vm_rules.py)."""
+    """`would_be(mode)`, except that in enforce mode KubeVirt answers a launcher pod whose VMI it marks for
+    evacuation with a 429 the evictor reads as `migrating` (vm_rules.py)."""
     result = would_be(mode)
     request = decision.request
     pod = attribution.pod(request.pod) if request is not None else None
     if result is EvictionResult.EVICTED and pod is not None and is_launcher(pod):
         vmi = launcher_vmi(pod, attribution.vmis)
-        if vmi is not None and will_migrate(vmi):
+        if vmi is not None and evacuates(vmi):
             return EvictionResult.MIGRATING
     return result

@@ -13,7 +13,9 @@ an operator, the descheduler). A migration seen ending is timed from when it was
 clock: the VMI's endTimestamp is wall time, which no guarantee here runs on, and the VMI list is at most a refresh
 period old, so the wait errs long. The first list after a restart shows every VMI's last migration as new; each
 then waits one base cooldown, the cautious reading of a past the agent cannot time. A migration the agent asked
-for and then sees end is one migration, not two: its cooldown restarts from the end, its count does not grow.
+for and then sees end is one migration, not two: its cooldown restarts from the end, its count does not grow. A
+VMI that leaves this node's list has moved: the end of the migration asked for here is the target node's to see,
+so the next end seen here (the VM brought back) is another migration and counts.
 PURE: no I/O, no asyncio; the clock is an argument.
 """
 
@@ -41,10 +43,13 @@ class MigrationMemory:
         self._awaiting_end: set[str] = set()  # migrations requested here whose end is still to be seen
 
     def observe(self, vmis: Iterable[VmiInfo], *, now: float, policy: VmPolicy) -> None:
-        """Count the migrations the VMIs' statuses show ended since the last look."""
+        """Count the migrations the VMIs' statuses show ended since the last look; `vmis`: all of this node's (none
+        when unknown, which errs long: an awaited end then counts as a further migration)."""
         if len(self._seen_end) > _MAX_REMEMBERED or len(self._names) > _MAX_REMEMBERED:
             self._seen_end.clear()
             self._names.clear()
+        vmis = list(vmis)
+        self._awaiting_end &= {vmi.uid for vmi in vmis}
         for vmi in vmis:
             if vmi.uid:
                 self._names[vmi.uid] = vmi.key

@@ -4,9 +4,12 @@ A KubeVirt VM runs in a virt-launcher pod, and an eviction of that pod is judged
 "virt-launcher-eviction-interceptor.kubevirt.io" before the API server's PodDisruptionBudget check
 (kubevirt/kubevirt docs/handling-eviction-requests.md, "Handling Eviction Requests";
 pkg/virt-api/webhooks/validating-webhook/admitters/pod-eviction-admitter.go). With the eviction strategy
-LiveMigrate (or LiveMigrateIfPossible on a migratable VM, or External) the eviction is refused and the VM is
-evacuated: live-migrated to another node, still running. With None, unset, or LiveMigrateIfPossible on a VM that
-cannot migrate, the eviction passes and the VM is stopped. So, before any request:
+LiveMigrate (or LiveMigrateIfPossible on a migratable VM) the eviction is refused and the VM is evacuated:
+live-migrated to another node, still running. With None, unset, or LiveMigrateIfPossible on a VM that cannot
+migrate, the eviction passes and the VM is stopped. With External the eviction is refused and the VMI marked the
+same way, but KubeVirt never migrates it (pkg/util/migrations VMIMigratableOnEviction): an outside controller acts
+on the mark, cluster-api-provider-kubevirt by tearing the VM down; so External counts as a VM an eviction may stop.
+So, before any request:
 - a launcher pod whose VMI is not known (not listed yet) is never a candidate: the agent never acts blind;
 - a VM holding a whole GPU by passthrough cannot migrate: reported, never evicted, unless the policy says `evict`;
 - a VM already migrating is leaving: nobody else is evicted for what it uses;
@@ -57,9 +60,16 @@ def launcher_vmi(pod: PodInfo, vmis: Mapping[str, VmiInfo]) -> VmiInfo | None:
 
 
 def will_migrate(vmi: VmiInfo) -> bool:
-    """Whether KubeVirt answers an eviction of the VMI's launcher pod by evacuating the VM rather than stopping it."""
+    """Whether KubeVirt answers an eviction of the VMI's launcher pod by live-migrating the VM, still running
+    (KubeVirt's VMIMigratableOnEviction; LiveMigrate on a VM that cannot migrate is refused by KubeVirt itself)."""
     strategy = vmi.eviction_strategy
-    return strategy in (MIGRATE, EXTERNAL) or (strategy == MIGRATE_IF_POSSIBLE and vmi.live_migratable)
+    return strategy == MIGRATE or (strategy == MIGRATE_IF_POSSIBLE and vmi.live_migratable)
+
+
+def evacuates(vmi: VmiInfo) -> bool:
+    """Whether KubeVirt's webhook answers an eviction of the VMI's launcher pod by marking the VMI and refusing with
+    "Eviction triggered evacuation of VMI" (the live migration, and External's hand-over to an outside controller)."""
+    return will_migrate(vmi) or vmi.eviction_strategy == EXTERNAL
 
 
 def vm_refusal(pod: PodInfo, vmis: Mapping[str, VmiInfo], policy: VmPolicy) -> VmRefusal | None:
@@ -87,6 +97,10 @@ def vm_refusal(pod: PodInfo, vmis: Mapping[str, VmiInfo], policy: VmPolicy) -> V
 def _why_no_migration(vmi: VmiInfo) -> str:
     if vmi.eviction_strategy == MIGRATE_IF_POSSIBLE:
         return "evictionStrategy LiveMigrateIfPossible and the VM is not live-migratable"
+    if vmi.eviction_strategy == EXTERNAL:
+        where = "the cluster default" if vmi.strategy_from_cluster else "the VMI's"
+        return (f"evictionStrategy External ({where}): KubeVirt never migrates it, an outside controller acts on "
+                "the eviction (cluster-api-provider-kubevirt tears the VM down)")
     if not vmi.eviction_strategy:
         return "no evictionStrategy (neither the VMI's nor a cluster default read from the KubeVirt CR)"
     where = "the cluster default" if vmi.strategy_from_cluster else "the VMI's"

@@ -69,6 +69,11 @@ class VmiSource(Protocol):
     @property
     def vmis(self) -> Sequence[VmiInfo] | None: ...
 
+    @property
+    def fresh_vmis(self) -> Sequence[VmiInfo] | None:
+        """The same while the last read succeeded, else None: the action rules' facts (Attribution.vmis)."""
+        ...
+
     def error_counts(self) -> Mapping[str, int]: ...
 
 
@@ -161,10 +166,11 @@ class NodeAttributor:
             sharing=self.sharing.for_sample(sample) if self.sharing is not None else EMPTY,
         )
         vmis = self.vmis.vmis if self.vmis is not None else None
+        fresh = self.vmis.fresh_vmis if self.vmis is not None else None  # never act on a list gone stale
         result = dataclasses.replace(result, slices_ok=self.slices_ok() if self.slices_ok is not None else None,
                                      claims_held=len(self.unresolved_claim_devices),
                                      vgpus=vgpu_owners(sample, vmis, index) if vmis else EMPTY,
-                                     vmis=vmis_by_uid(vmis) if vmis else EMPTY)
+                                     vmis=vmis_by_uid(fresh) if fresh else EMPTY)
         result = self._hold_back_unconfirmed(sample, result)
         result.usage(sample)  # summed here, once, after the hold-back: detection and every scrape read these sums
         return result

@@ -73,7 +73,8 @@ class VmPolicy(Section):
     evict_without_migration: bool = Field(
         False,
         description="Evict a virt-launcher pod even when KubeVirt would stop its VM rather than live-migrate it "
-        "(evictionStrategy None or unset, or LiveMigrateIfPossible on a VM that cannot migrate).",
+        "(evictionStrategy None or unset, LiveMigrateIfPossible on a VM that cannot migrate, or External, whose "
+        "outside controller may tear the VM down).",
     )
     passthrough: Literal["report", "evict"] = Field(
         "report",

@@ -17,6 +17,9 @@ A VM's vGPU whose VM maps to no VMI or no live virt-launcher pod (a VM started b
 is the same on a vGPU host: it takes SM time and framebuffer from the VMs the cluster placed there, and there is no
 pod to evict. It is reported as ``unauthorized_host`` too, on a GPU where some vGPU does belong to a pod (a GPU with
 no VM of the cluster is nobody's to defend), with the vGPU's UUID, type, VM id and, where the VMI is known, its name.
+Not while a live launcher pod on the node runs a VMI the (fresh) VMI list does not name: a VM just started, or one
+arriving by live migration (its VMI keeps the source node's label until the hand-over), runs its vGPU before the
+list names it, and the vGPU of no known VM may be that one; such a tick neither raises nor clears anything.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from watchdog.detection.domain_types import Device
 from watchdog.detection.runs import Run, Runs, report_open
 from watchdog.detection.view import DEVICES, TickView
 from watchdog.model import Finding, FindingKind, HostProcess, PodRef, ProcessSample, Severity
+from watchdog.model.vms import CREATED_BY_LABEL, LAUNCHER_LABEL, LAUNCHER_VALUE
 
 
 def host_exempt(host: HostProcess, policy: UnauthorizedPolicy) -> bool:
@@ -62,10 +66,16 @@ class HostProcessDetector:
         if not attribution.healthy:
             return self._report(tick)  # cannot tell: neither raise nor clear anything
         observed: set[str] = set()
+        vm_pending: bool | None = None
         for device in view.devices or ():
             if device.vgpu is not None:
-                if not device.pods:
+                if device.pods:
+                    continue
+                vm_pending = _vm_pending(view) if vm_pending is None else vm_pending
+                if not vm_pending:
                     self._unmapped_vgpu(device, view, observed)
+                elif self._runs.get(_vgpu_key(device)) is not None:
+                    observed.add(_vgpu_key(device))  # cannot tell this tick: neither raise nor clear
                 continue
             if not device.assigned:
                 continue  # a device no pod was given is nobody's to defend
@@ -91,7 +101,7 @@ class HostProcessDetector:
                            for ref in other.pods)
         if not neighbours:
             return
-        key = f"unauthorized-host/{device.gpu.uuid}/vgpu/{vgpu.uuid}"
+        key = _vgpu_key(device)
         observed.add(key)
         policy, tick = self._policy.unauthorized, view.tick
         run = self._runs.hold(key, tick=tick, timestamp=view.timestamp, for_ticks=policy.for_ticks)
@@ -181,3 +191,20 @@ class HostProcessDetector:
 
     def _report(self, tick: int) -> list[Finding]:
         return report_open(self._open, self._runs, tick=tick, stale_ticks=self._policy.unauthorized.stale_ticks)
+
+
+def _vgpu_key(device: Device) -> str:
+    assert device.vgpu is not None
+    return f"unauthorized-host/{device.gpu.uuid}/vgpu/{device.vgpu.uuid}"
+
+
+def _vm_pending(view: TickView) -> bool:
+    """Whether a live virt-launcher pod on this node runs a VMI the VMI list does not name (yet)."""
+    attribution, node = view.attribution, view.sample.node
+    for pod in attribution.index.pods.values():
+        if not pod.live or pod.labels.get(LAUNCHER_LABEL) != LAUNCHER_VALUE or (pod.node and pod.node != node):
+            continue
+        uid = pod.labels.get(CREATED_BY_LABEL)
+        if uid and uid not in attribution.vmis:
+            return True
+    return False

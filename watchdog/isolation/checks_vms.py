@@ -5,7 +5,9 @@ A KubeVirt VM runs in a virt-launcher pod, and an eviction of that pod (a drain,
 agent) is judged by virt-api's webhook after the VMI's evictionStrategy (kubevirt/kubevirt
 docs/handling-eviction-requests.md; pkg/virt-api/webhooks/validating-webhook/admitters/pod-eviction-admitter.go):
 LiveMigrate moves a migratable VM and refuses the eviction of one that is not (the drain then never ends);
-LiveMigrateIfPossible moves it when it can and stops it otherwise; None lets the pod go and stops the VM; unset
+LiveMigrateIfPossible moves it when it can and stops it otherwise; None lets the pod go and stops the VM; External
+marks the VMI and refuses the eviction but never migrates it (pkg/util/migrations VMIMigratableOnEviction): an
+outside controller acts on the mark (cluster-api-provider-kubevirt tears the VM down), so it is warned; unset
 falls back to the KubeVirt CR's spec.configuration.evictionStrategy, which the audit does not read, so it is
 warned. Whether a VM can migrate is its condition LiveMigratable (KubeVirt's IsMigratable). VMIs with a vGPU
 (nvidia.com/GRID_*, nvidia.com/NVIDIA_* devices) are judged; a tenant without one passes. The remedy is a change
@@ -48,6 +50,9 @@ def _judge(vmi: dict[str, Any]) -> tuple[str, str]:
         return FAIL, f"not live-migratable{why_not}: an eviction stops the VM"
     if not strategy:
         return WARN, "no evictionStrategy: the KubeVirt CR's default applies (None unless configured)"
+    if strategy not in ("LiveMigrate", "LiveMigrateIfPossible"):
+        return WARN, (f"evictionStrategy {strategy}: KubeVirt does not live-migrate it on eviction (External: an "
+                      "outside controller acts on the eviction and may tear the VM down)")
     if condition is None:
         return WARN, f"evictionStrategy {strategy}, but KubeVirt has not said whether it can live-migrate"
     return PASS, f"evictionStrategy {strategy}, live-migratable"

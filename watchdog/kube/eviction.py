@@ -58,7 +58,10 @@ log = logging.getLogger(__name__)
 RBAC_EVICTION = "RBAC: the service account needs create on pods/eviction"
 DISRUPTION_BUDGET_CAUSE = "DisruptionBudget"
 ADMISSION_DENIAL = "ValidatingAdmissionPolicy '"
-WEBHOOK_DENIAL = re.compile(r'admission webhook "(?P<webhook>[^"]+)" denied the request: ?(?P<message>.*)', re.S)
+# ToStatusErr's two wordings: "...denied the request: <message or reason>" and, with neither, "...denied the request
+# without explanation".
+WEBHOOK_DENIAL = re.compile(
+    r'admission webhook "(?P<webhook>[^"]+)" denied the request(?:: ?(?P<message>.*)| without explanation)', re.S)
 KUBEVIRT_INTERCEPTOR = "virt-launcher-eviction-interceptor.kubevirt.io"
 EVACUATION_TRIGGERED = "Eviction triggered evacuation of VMI"
 EVACUATION_VMI = re.compile(r'evacuation of VMI \\?"(?P<vmi>[^"\\]+)\\?"')
@@ -150,7 +153,7 @@ def _webhook_denial(status: int, denial: re.Match[str], *, dry_run: bool,
                     retry_after: float | None) -> EvictionReply:
     """A 429 an admission webhook answered: KubeVirt's evacuation (a live migration started, or on its way) or a
     refusal; never the API server's throttling, never a PDB."""
-    webhook, inner = denial.group("webhook"), denial.group("message").strip()
+    webhook, inner = denial.group("webhook"), (denial.group("message") or "").strip()
     if webhook == KUBEVIRT_INTERCEPTOR and EVACUATION_TRIGGERED in inner:
         found = EVACUATION_VMI.search(inner)
         vmi = found.group("vmi") if found else "of the pod"

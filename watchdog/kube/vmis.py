@@ -6,7 +6,9 @@ staging/src/kubevirt.io/api/core/v1/types.go: "Needed because with CRDs we can't
 ``GET /apis/kubevirt.io/v1/virtualmachineinstances?labelSelector=kubevirt.io/nodeName=<node>`` lists them. VMs come
 and go at the pace of people, so a list every ``refresh_seconds`` is enough, and a vGPU whose VMI is not listed yet
 is only unattributed for that long. A cluster without KubeVirt answers 404: that is no error, just no VMIs. Any
-other failure keeps the last good list, counted and backed off (kube/slow_read.py).
+other failure keeps the last good list, counted and backed off (kube/slow_read.py), for the vGPU → VMI join only (a
+firmware UUID never changes): what the action rules act on, a VM's migration state and migratability, comes from
+``fresh_vmis``, None while the last read failed, so a list that stopped refreshing is never acted on.
 
 The same list carries what the action rules need before a launcher pod's eviction (docs/action.md, "Virtual
 machines (KubeVirt)"): the eviction strategy KubeVirt will apply, whether the VM can live-migrate, whether a
@@ -33,21 +35,34 @@ log = logging.getLogger(__name__)
 VMIS_PATH = "/apis/kubevirt.io/v1/virtualmachineinstances"
 KUBEVIRTS_PATH = "/apis/kubevirt.io/v1/kubevirts"
 NODE_NAME_LABEL = "kubevirt.io/nodeName"
+
+
+def _object(parent: dict[str, Any], key: str, where: str) -> dict[str, Any]:
+    """parent[key] when it is an object, {} when absent or null; ValueError naming the field otherwise."""
+    value = parent.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ValueError(f"a VirtualMachineInstance whose {where}{key} is not an object")
+    return value
+
+
 def vmi_info(obj: dict[str, Any], *, cluster_strategy: str = "") -> VmiInfo:
     """One VMI object as the join and the action rules need it; `cluster_strategy` is the KubeVirt CR's default
-    eviction strategy ("" when none or unknown). Raises ValueError for one without a name or namespace."""
-    meta, spec, status = obj.get("metadata") or {}, obj.get("spec") or {}, obj.get("status") or {}
+    eviction strategy ("" when none or unknown). Raises ValueError for one without a name or namespace, or with a
+    part of the wrong shape."""
+    meta, spec, status = _object(obj, "metadata", ""), _object(obj, "spec", ""), _object(obj, "status", "")
     if not meta.get("name") or not meta.get("namespace"):
         raise ValueError("a VirtualMachineInstance without metadata.name/namespace")
-    domain = spec.get("domain") or {}
-    firmware = domain.get("firmware") or {}
+    domain = _object(spec, "domain", "spec.")
+    firmware = _object(domain, "firmware", "spec.domain.")
     own = str(spec.get("evictionStrategy") or "")
     conditions = [c for c in status.get("conditions") or () if isinstance(c, dict)]
     migratable = any(c.get("type") == "LiveMigratable" and str(c.get("status")) == "True" for c in conditions)
-    state = status.get("migrationState") or {}
+    state = _object(status, "migrationState", "status.")
     ended = bool(state.get("endTimestamp") or state.get("completed") or state.get("failed"))
     evacuation = str(status.get("evacuationNodeName") or "")
-    devices = domain.get("devices") or {}
+    devices = _object(domain, "devices", "spec.domain.")
     names = [str(d.get("deviceName") or "") for key in ("gpus", "hostDevices")
              for d in devices.get(key) or () if isinstance(d, dict)]
     vgpus = tuple(n for n in names if is_vgpu_resource(n))
@@ -90,6 +105,11 @@ class NodeVmis(SlowRead):
     def vmis(self, vmis: tuple[VmiInfo, ...] | None) -> None:
         self.value = vmis
 
+    @property
+    def fresh_vmis(self) -> tuple[VmiInfo, ...] | None:
+        """The last list while the last read succeeded, else None: what the action rules may act on."""
+        return self.value if not self.failures else None
+
     async def fetch(self) -> tuple[VmiInfo, ...]:
         """One list of this node's VMIs."""
         try:
@@ -101,9 +121,19 @@ class NodeVmis(SlowRead):
         if not isinstance(items, list):
             raise ValueError("the list has no items")
         objects = [item for item in items if isinstance(item, dict)]
-        needs_default = any(not (item.get("spec") or {}).get("evictionStrategy") for item in objects)
+        needs_default = any(not isinstance(item.get("spec"), dict) or not item["spec"].get("evictionStrategy")
+                            for item in objects)
         default = await self._cluster_strategy() if needs_default else ""
-        return tuple(vmi_info(item, cluster_strategy=default) for item in objects)
+        # One VMI of the wrong shape is left out (its launcher pod is then never a candidate) rather than failing
+        # the list, which would keep every other VMI at its last good, ever older, state.
+        found = []
+        for item in objects:
+            try:
+                found.append(vmi_info(item, cluster_strategy=default))
+            except ValueError as error:
+                self.errors["malformed"] = self.errors.get("malformed", 0) + 1
+                log.warning("node %s: a VMI left out of the list: %s", self.node, error)
+        return tuple(found)
 
     async def _cluster_strategy(self) -> str:
         """The KubeVirt CR's default eviction strategy; "" when it is absent or may not be read (403, logged once).

@@ -19,6 +19,11 @@ from watchdog.model.pods import PodRef
 # does not start with a vGPU prefix is read as a passed-through GPU, which cannot live-migrate.
 NVIDIA_PREFIX = "nvidia.com/"
 VGPU_PREFIXES = ("GRID_", "NVIDIA_")
+# The virt-launcher pod's labels (kubevirt/kubevirt staging/src/kubevirt.io/api/core/v1/types.go: AppLabel,
+# CreatedByLabel, the VMI's uid).
+LAUNCHER_LABEL = "kubevirt.io"
+LAUNCHER_VALUE = "virt-launcher"
+CREATED_BY_LABEL = "kubevirt.io/created-by"
 
 
 def is_vgpu_resource(name: str) -> bool:

@@ -120,3 +120,14 @@ async def test_the_wire_answer_is_the_webhooks_429(server, kube, api):
     body = await response.json()
     assert response.status == 429 and body["code"] == 429 and body["reason"] == "TooManyRequests"
     assert body["message"] == WEBHOOK + 'Eviction triggered evacuation of VMI "vms/vm-a"'
+
+
+async def test_a_marked_vmi_answers_evacuation_in_progress_before_the_target_pod_check(server, kube):
+    # pod-eviction-admitter.go admitLauncherPod: IsMarkedForEviction() is checked before
+    # vmi.Status.NodeName != pod.Spec.NodeName ("Eviction request for target Pod").
+    ref = add_vm(server, vmi_node="node-2")  # the pod on node-1 is not where the VMI runs
+    marked = vmi(server)
+    marked["status"]["evacuationNodeName"] = "node-2"
+    server.store.update(VMIS, marked)
+    reply = await kube.evict(ref, dry_run=False)
+    assert reply.result is R.MIGRATING and "Evacuation in progress" in reply.message

@@ -83,10 +83,10 @@ class KubevirtEvacuations:
         if not (strategy in ("LiveMigrate", "External") or (strategy == "LiveMigrateIfPossible" and migratable)):
             return  # None, unset, or LiveMigrateIfPossible on a VM that cannot migrate: the pod goes, the VM stops
         status = vmi.setdefault("status", {})
+        if status.get("evacuationNodeName"):  # checked before the node, as admitLauncherPod does
+            raise denied(f'Evacuation in progress: Eviction triggered evacuation of VMI "{namespace}/{name}"')
         if status.get("nodeName") != spec.get("nodeName"):
             raise denied("Eviction request for target Pod")
-        if status.get("evacuationNodeName"):
-            raise denied(f'Evacuation in progress: Eviction triggered evacuation of VMI "{namespace}/{name}"')
         if not dry_run:
             status["evacuationNodeName"] = status.get("nodeName", "")
             self.store.update(VMIS, vmi)
