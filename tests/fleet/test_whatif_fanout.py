@@ -174,3 +174,107 @@ def test_a_scenario_file_posts_its_policy_section_and_its_errors_name_the_field_
     with pytest.raises(ConfigError) as caught:
         policy_body(str(scenario))
     assert [field for field, _ in caught.value.problems] == ["policy.action.mode"]
+
+
+@contextlib.asynccontextmanager
+async def rogue_agent(*, post: dict, answers: list[dict]) -> AsyncIterator[dict]:
+    """An agent that answers the POST with ``post`` and each GET with the next of ``answers`` (the last repeats; bytes
+    are sent as they are); ``seen`` lists the Authorization header of every request it got."""
+    from aiohttp import web
+
+    seen: list[str | None] = []
+    gets = iter(answers)
+
+    async def on_post(request: web.Request) -> web.Response:
+        seen.append(request.headers.get("Authorization"))
+        return web.json_response(post, status=202)
+
+    async def on_get(request: web.Request) -> web.Response:
+        seen.append(request.headers.get("Authorization"))
+        answer = next(gets, answers[-1])
+        if isinstance(answer, bytes):  # as sent, whatever it is
+            return web.Response(body=answer, content_type="application/json")
+        return web.json_response(answer)
+
+    app = web.Application()
+    app.router.add_post("/api/v1/whatif", on_post)
+    app.router.add_get("/{tail:.*}", on_get)
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    try:
+        yield {"port": site._server.sockets[0].getsockname()[1], "seen": seen}  # type: ignore[union-attr]
+    finally:
+        await runner.cleanup()
+
+
+async def test_the_token_never_follows_an_href_to_another_host(server, files):
+    done = {"id": "w1", "state": "done", "progress": {"fraction": 1.0}, "result": result_pair(), "error": None}
+    async with rogue_agent(post={}, answers=[done]) as thief:
+        # An href that, glued to the agent's address, would read as user info and another host: http://ip:port@host
+        href = f"@localhost:{thief['port']}/api/v1/whatif/w1"
+        async with rogue_agent(post={"id": "w1", "state": "running", "href": href}, answers=[done]) as agent:
+            add_agent_pod(server, node="gpu-a", port=agent["port"])
+            code, out, _ = await whatif(server, files, "--output", "json")
+    assert thief["seen"] == []
+    assert agent["seen"] == [f"Bearer {TOKEN}"] * 2
+    assert code == 0, json.loads(out)["failed"]
+
+
+@pytest.mark.parametrize("answer", [
+    {"state": "done", "progress": "half", "result": result_pair()},
+    {"state": "done", "progress": {"fraction": "most"}, "result": result_pair()},
+    {"state": "done", "progress": {"fraction": 1.0}, "result": "garbage"},
+    {"state": "done", "progress": {"fraction": 1.0}, "result": {"diff": {}}},
+    {"state": "done", "progress": {"fraction": 1.0}, "result": None},
+    {"state": ["done"], "progress": {"fraction": 1.0}},
+    b"[" * 100_000 + b"]" * 100_000,  # deeper than the JSON decoder goes
+    b"\xff{not json",
+])
+async def test_a_node_answering_200_with_the_wrong_schema_is_listed_as_failed(server, files, answer):
+    post = {"id": "w1", "state": "running", "href": "/api/v1/whatif/w1"}
+    async with rogue_agent(post=post, answers=[answer]) as bad, \
+            agents({"node": "gpu-ok", "token": TOKEN, "result": result_pair()}) as (ok,):
+        add_agent_pod(server, node="gpu-bad", port=bad["port"])
+        add_agent_pod(server, node="gpu-ok", port=ok.port)
+        for output in ("json", "text"):
+            code, out, _ = await whatif(server, files, "--output", output)
+            assert code == 1
+            if output == "json":
+                report = json.loads(out)
+                (row,) = report["failed"]
+                assert (row["node"], row["state"]) == ("gpu-bad", "failed")
+                assert "does not match the what-if API" in row["reason"]
+                assert [n["state"] for n in report["nodes"]] == ["failed", "done"]
+            else:
+                assert "== node gpu-ok" in out and "== node gpu-bad" not in out
+
+
+async def test_an_answer_over_the_size_bound_fails_that_node_without_reading_it_all():
+    from watchdog.fleet.whatif import FanOut, Target, ask_all
+
+    post = {"id": "w1", "state": "running", "href": "/api/v1/whatif/w1"}
+    huge = json.dumps({"state": "done", "progress": {"fraction": 1.0}, "result": result_pair(),
+                       "padding": "x" * 200_000}).encode()
+    async with rogue_agent(post=post, answers=[huge]) as agent:
+        target = Target(node="gpu-a", pod="gpu-watchdog-gpu-a", url=f"http://127.0.0.1:{agent['port']}")
+        (outcome,) = await ask_all([target], FanOut(body={"policy": {}}, token=TOKEN, max_answer_bytes=100_000))
+    assert outcome.state == "failed" and "100000 bytes" in outcome.reason and outcome.result is None
+
+
+def test_during_a_rollout_each_node_is_asked_once_through_its_live_pod():
+    from watchdog.fleet.whatif import _one_pod_per_node
+
+    def pod(name: str, node: str, *, phase: str = "Running", ip: str | None = "10.0.0.1", deleting: bool = False):
+        meta = {"name": name, **({"deletionTimestamp": "2026-12-02T05:00:00Z"} if deleting else {})}
+        return {"metadata": meta, "spec": {"nodeName": node}, "status": {"phase": phase, "podIP": ip}}
+
+    old, new = pod("agent-old", "n1", deleting=True), pod("agent-new", "n1")
+    starting = pod("agent-starting", "n2", phase="Pending", ip=None)
+    leaving = pod("agent-leaving", "n2", deleting=True)
+    only_old = pod("agent-last", "n3", deleting=True)
+    unscheduled = [pod("agent-a", "", phase="Pending", ip=None), pod("agent-b", "", phase="Pending", ip=None)]
+    chosen = {p["metadata"]["name"] for p in _one_pod_per_node([old, new, starting, leaving, only_old, *unscheduled])}
+    # n1: the live new pod; n2: the old one still serving beats one not yet started; n3: its only pod, whatever it is
+    assert chosen == {"agent-new", "agent-leaving", "agent-last", "agent-a", "agent-b"}

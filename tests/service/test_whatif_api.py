@@ -3,6 +3,7 @@ the API on its own loopback port, and the replay in a real worker process."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from pathlib import Path
@@ -244,3 +245,99 @@ async def test_a_result_expires_after_its_ttl(node, session) -> None:
     status, body = await client.get(started["id"])
     assert status == 404 and "expired" in body["error"]
     assert (await client.get("0123456789abcdef"))[0] == 404
+
+
+async def test_a_chunked_body_is_read_whole_and_its_size_bounded(node, session) -> None:
+    driver = await node(max_body_bytes=4096, worker=gated_whatif)
+    await driver.ticks(3)
+    client = Client(driver, session)
+
+    async def chunks(body: bytes, *, pause: float = 0.2):
+        """The body in two chunks, the second sent a while after the first (a slow or streaming client)."""
+        yield body[: len(body) // 2]
+        await asyncio.sleep(pause)
+        yield body[len(body) // 2:]
+
+    async def post_chunked(body: bytes) -> tuple[int, Any]:
+        async with session.post(client.base, data=chunks(body), headers=client.headers) as response:
+            return response.status, await response.json()
+
+    too_big = json.dumps({"policy": POSTED, "x": "y" * 3000}).encode() * 2  # 6 KB, under the limit per chunk
+    status, body = await post_chunked(too_big)
+    assert status == 413 and "whatif.max_body_bytes" in body["error"]
+    assert nothing_started(driver)
+    status, body = await post_chunked(json.dumps({"policy": POSTED}).encode())
+    assert status == 202, body
+    (Path(driver.agent.settings.whatif.token_file).parent / "go").touch()
+    await client.finished(body["id"])
+
+
+async def test_a_time_out_of_range_is_400_naming_the_field(node, session) -> None:
+    driver = await node()
+    status, body = await Client(driver, session).post({"policy": POSTED, "since": 10**400})  # no float holds it
+    assert status == 400 and body["error"].startswith("since: "), body
+    assert nothing_started(driver)
+
+
+async def test_a_job_whose_supervisor_is_cancelled_leaves_no_worker_process(node, session, tmp_path) -> None:
+    driver = await node(worker=gated_whatif)
+    await driver.ticks(5)
+    client = Client(driver, session)
+    status, started = await client.post({"policy": POSTED})
+    assert status == 202
+    job = driver.agent.whatif.jobs.get(started["id"])
+    await poll(lambda: job.process.pid is not None and job.process.is_alive(), what="the worker to start",
+               timeout=WAIT, every=0.05)
+    try:
+        job.task.cancel()  # the agent's loop going away under it, not WhatIfJobs.close
+        with pytest.raises(asyncio.CancelledError):
+            await job.task
+        assert not job.process.is_alive() and job.process.exitcode is not None  # killed and reaped
+        assert job.state == "failed"
+    finally:
+        (tmp_path / "go").touch()
+
+
+async def test_only_the_newest_results_are_kept(node, session) -> None:
+    driver = await node(max_results=2)
+    await driver.ticks(3)
+    client = Client(driver, session)
+    ids = []
+    for _ in range(4):  # each ends at once (no tick in its window): nothing but the bound drops them
+        status, started = await client.post({"policy": POSTED, "since": "2099-01-01T00:00:00Z"})
+        assert status == 202
+        assert (await client.finished(started["id"]))["state"] == "no_data"
+        ids.append(started["id"])
+    assert len(driver.agent.whatif.jobs) == 2
+    assert [(await client.get(job_id))[0] for job_id in ids] == [404, 404, 200, 200]
+
+
+async def test_an_authorization_header_that_is_not_utf8_is_401(node) -> None:
+    driver = await node()
+    reader, writer = await asyncio.open_connection("127.0.0.1", driver.agent.whatif_port)
+    writer.write(b"GET /api/v1/whatif/x HTTP/1.1\r\nHost: agent\r\nAuthorization: Bearer \xff\xfe\r\n"
+                 b"Connection: close\r\n\r\n")
+    await writer.drain()
+    status_line = await reader.readline()
+    writer.close()
+    await writer.wait_closed()
+    assert status_line.split()[1] == b"401", status_line
+
+
+async def test_rfc3339_times_in_lower_case_and_with_offsets_are_read(node, session) -> None:
+    driver = await node()
+    await driver.ticks(3)
+    client = Client(driver, session)
+    # RFC 3339 §5.6: "T" and "Z" may be lower case; the offset is the time's own.
+    status, started = await client.post({"policy": POSTED, "since": "2099-01-01t01:30:00+01:30",
+                                         "until": "2099-01-02t00:00:00.5z"})
+    assert status == 202, started
+    body = await client.finished(started["id"])
+    assert body["window"] == {"since": 4070908800.0, "until": 4070995200.5}
+
+
+async def test_a_body_nested_past_the_decoder_s_depth_is_400(node, session) -> None:
+    driver = await node()
+    status, body = await Client(driver, session).post(None, raw=b'{"policy": ' + b"[" * 100_000 + b"]" * 100_000 + b"}")
+    assert status == 400 and "not valid JSON" in body["error"]
+    assert nothing_started(driver)

@@ -30,4 +30,7 @@ class WhatIfSettings(Section):
     result_ttl_seconds: float = Field(
         3600.0, gt=0, description="How long a finished what-if's status and result stay readable."
     )
+    max_results: int = Field(
+        8, ge=1, description="Finished what-ifs whose status and result are kept at most (the oldest goes first)."
+    )
     max_body_bytes: int = Field(MIB, gt=0, description="Largest request body accepted (larger: HTTP 413).")

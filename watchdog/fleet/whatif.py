@@ -18,7 +18,7 @@ import json
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
-from urllib.parse import urlsplit
+from urllib.parse import quote
 
 import aiohttp
 
@@ -32,6 +32,10 @@ CONNECT_SECONDS = 10.0
 """A node whose agent does not accept the connection within this is unreachable (a blackholed pod IP)."""
 ANSWERED = "done"
 """The only final state that is a complete answer; ``cancelled`` carries a partial result."""
+WITH_RESULT = frozenset({ANSWERED, "cancelled"})
+"""The agent's final states that carry a result."""
+_STATES = frozenset({"running", "no_data", "failed", *WITH_RESULT})
+SCHEMA = "the agent's answer does not match the what-if API (docs/api.md)"
 
 # What an agent's refusal means, and what to do about it (the agent contract, docs/flight-recorder.md).
 _REFUSALS = {
@@ -71,7 +75,8 @@ class NodeOutcome:
 
     @property
     def result(self) -> dict[str, Any] | None:
-        return (self.answer or {}).get("result")
+        """The agent's result; None unless the node ended done or cancelled (a failed node's answer is not read)."""
+        return (self.answer or {}).get("result") if self.state in WITH_RESULT else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +88,9 @@ class FanOut:
     concurrency: int = 16
     timeout: float = 600.0
     poll_seconds: float = 1.0
+    max_answer_bytes: int = 256 * 1024 * 1024
+    """An agent's answer longer than this fails its node: the command runs in the controller's pod, whose memory
+    one misbehaving node must not exhaust (a day's result is megabytes)."""
     on_progress: Callable[[NodeOutcome], None] | None = None
 
 
@@ -97,7 +105,7 @@ async def find_targets(api: KubeApi, *, namespace: str = AGENT_NAMESPACE, select
         picked = await api.request_json("GET", "/api/v1/nodes", query={"labelSelector": selector})
         nodes = {(item.get("metadata") or {}).get("name", "") for item in picked.get("items") or []}
     targets = []
-    for pod in listing.get("items") or []:
+    for pod in _one_pod_per_node(listing.get("items") or []):
         node = (pod.get("spec") or {}).get("nodeName") or ""
         if nodes is not None and node not in nodes:
             continue
@@ -114,6 +122,27 @@ async def find_targets(api: KubeApi, *, namespace: str = AGENT_NAMESPACE, select
     return sorted(targets, key=lambda target: (target.node, target.pod))
 
 
+def _one_pod_per_node(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The agent pod to ask on each node. During a DaemonSet rollout a node briefly runs the old pod (terminating)
+    and the new one, both reading the same flight recorder: asking both would count the node twice. The running
+    pod that can answer (Running, with an IP) wins, the one not being deleted first; a node with no such pod still
+    gets one (listed as what it is). Pods not yet scheduled (no node) are each kept."""
+    def rank(pod: dict[str, Any]) -> tuple[bool, bool]:
+        status = pod.get("status") or {}
+        return (status.get("phase") == "Running" and bool(status.get("podIP")),
+                not (pod.get("metadata") or {}).get("deletionTimestamp"))
+
+    best: dict[str, dict[str, Any]] = {}
+    unscheduled = []
+    for pod in pods:
+        node = (pod.get("spec") or {}).get("nodeName") or ""
+        if not node:
+            unscheduled.append(pod)
+        elif node not in best or rank(pod) > rank(best[node]):
+            best[node] = pod
+    return [*best.values(), *unscheduled]
+
+
 async def ask_all(targets: list[Target], how: FanOut) -> list[NodeOutcome]:
     """One outcome per target, in the targets' order; nodes run side by side, requests bounded by ``concurrency``."""
     headers = {"Authorization": f"Bearer {how.token}", "Accept": "application/json"}
@@ -123,6 +152,10 @@ async def ask_all(targets: list[Target], how: FanOut) -> list[NodeOutcome]:
     async with aiohttp.ClientSession(headers=headers, connector=connector, timeout=timeout) as session:
         asking = _Asking(session, how)
         return list(await asyncio.gather(*(asking.ask(target) for target in targets)))
+
+
+class _TooLong(Exception):
+    """An agent's answer is over FanOut.max_answer_bytes."""
 
 
 class _Asking:
@@ -156,6 +189,10 @@ class _Asking:
             outcome.reason = f"cannot connect to {target.url}: {exc.os_error.strerror or exc.os_error}"
         except (aiohttp.ClientError, OSError) as exc:  # a connection reset or an answer cut short
             outcome.state, outcome.reason = "unreachable", f"{target.url}: {exc or type(exc).__name__}"
+        except _TooLong:
+            outcome.answer = None
+            outcome.state = "failed"
+            outcome.reason = f"the agent answered over {how.max_answer_bytes} bytes: not read"
         outcome.seconds = time.monotonic() - started
         self.report(outcome)
         return outcome
@@ -167,9 +204,9 @@ class _Asking:
         if status != 202 or not isinstance(body.get("id"), str):
             outcome.state, outcome.reason = "refused", _refusal(status, body)
             return
-        # Only the path of the job's href: the token goes to the agent's own address, never to one it names.
-        href = urlsplit(body.get("href") or f"{API_PATH}/{body['id']}")
-        url = target.url + href.path + (f"?{href.query}" if href.query else "")
+        # The job's URL is built from its id on the agent's own address, never from the href it sends: the token
+        # goes nowhere an agent names (an href such as "@host/…" glued to "http://ip:port" reads as another host).
+        url = f"{target.url}{API_PATH}/{quote(body['id'], safe='')}"
         while True:
             status, body = await self.request("GET", url)
             if status != 200:
@@ -177,10 +214,14 @@ class _Asking:
                 outcome.state, outcome.reason = "failed", gone or _refusal(status, body)
                 return
             outcome.answer = body
+            problem = _envelope_problem(body)
+            if problem:
+                outcome.state, outcome.reason = "failed", f"{SCHEMA}: {problem}"
+                return
             outcome.progress = float((body.get("progress") or {}).get("fraction") or 0.0)
-            state = body.get("state")
+            state = body["state"]
             if state != "running":
-                outcome.state = state if isinstance(state, str) else "failed"
+                outcome.state = state
                 outcome.reason = _final_reason(body)
                 return
             self.report(outcome)
@@ -192,16 +233,40 @@ class _Asking:
             if deadline is not None:
                 deadline.reschedule(asyncio.get_running_loop().time() + self.how.timeout)
             async with self.session.request(method, url, json=json_body) as response:
-                raw = await response.read()
+                raw = bytearray()
+                async for chunk in response.content.iter_chunked(64 * 1024):
+                    raw += chunk
+                    if len(raw) > self.how.max_answer_bytes:
+                        raise _TooLong
         try:
             parsed = json.loads(raw) if raw else {}
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested deeper than the decoder goes
             parsed = {"error": raw[:200].decode("utf-8", "replace")}
         return response.status, parsed if isinstance(parsed, dict) else {"error": str(parsed)[:200]}
 
     def report(self, outcome: NodeOutcome) -> None:
         if self.how.on_progress is not None:
             self.how.on_progress(outcome)
+
+
+def _envelope_problem(body: dict[str, Any]) -> str | None:
+    """What in a GET answer's state and progress the fan-out cannot read; the result is checked by the report."""
+    state, progress = body.get("state"), body.get("progress")
+    if not isinstance(state, str) or state not in _STATES:
+        return f"state {_short(state)} is not one of {', '.join(sorted(_STATES))}"
+    if progress is not None and not isinstance(progress, dict):
+        return f"progress {_short(progress)} is not an object"
+    fraction = (progress or {}).get("fraction")
+    if fraction is not None and (isinstance(fraction, bool) or not isinstance(fraction, (int, float))):
+        return f"progress.fraction {_short(fraction)} is not a number"
+    if state in WITH_RESULT and not isinstance(body.get("result"), dict):
+        return f"a {state} answer without a result object"
+    return None
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _refusal(status: int, body: dict[str, Any]) -> str:
@@ -216,6 +281,8 @@ def _refusal(status: int, body: dict[str, Any]) -> str:
 
 def _final_reason(body: dict[str, Any]) -> str:
     state = body.get("state")
+    if body.get("error") is not None and not isinstance(body["error"], str):
+        body = {**body, "error": json.dumps(body["error"])[:200]}
     if state == "no_data":
         return body.get("error") or "no flight-recorder ticks in the window"
     if state == "cancelled":

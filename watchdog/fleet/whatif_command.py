@@ -21,7 +21,7 @@ from watchdog.config import read_yaml
 from watchdog.evaluation.progress import Progress
 from watchdog.evaluation.replay_policy import policy_mapping
 from watchdog.fleet.whatif import ANSWERED, FanOut, NodeOutcome, ask_all, find_targets
-from watchdog.fleet.whatif_report import build, format_fleet
+from watchdog.fleet.whatif_report import build, check, format_fleet
 
 DEFAULT_TOKEN_FILE = "/var/run/secrets/gpu-watchdog-whatif/token"
 """Where the chart mounts the what-if token in the controller's pod (deploy/helm, ``whatif.enabled``)."""
@@ -93,6 +93,7 @@ def cmd_whatif(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr
         outcomes = asyncio.run(_run(args, {"policy": body, **window}, token, progress))
     finally:
         progress.close()
+    check(outcomes)  # a node whose result cannot be read is listed as failed
     report = build(outcomes, policy=args.policy, window=window)
     if args.output == "json":
         json.dump(report, stdout, indent=2)

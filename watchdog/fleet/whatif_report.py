@@ -17,7 +17,7 @@ from typing import Any, Iterable
 
 from watchdog.evaluation.replay_policy import label
 from watchdog.evaluation.report_text import columns, format_compare, plural
-from watchdog.fleet.whatif import ANSWERED, NodeOutcome
+from watchdog.fleet.whatif import ANSWERED, SCHEMA, NodeOutcome
 
 _PARTS = (("only_b", "only under P"), ("only_a", "only under the current policy"), ("shifted", "shifted"))
 _SECTIONS = (("evictions", "eviction decisions"), ("findings", "finding episodes"))
@@ -64,6 +64,22 @@ def affected(outcomes: list[NodeOutcome]) -> dict[str, list[dict[str, Any]]]:
 
 def _ranked(counter: Counter[str]) -> list[tuple[str, int]]:
     return sorted(counter.items(), key=lambda pair: (-pair[1], pair[0]))[:TOP]
+
+
+def check(outcomes: list[NodeOutcome]) -> None:
+    """A node whose result this report cannot read is failed, with what is wrong, not a crash of the whole report:
+    each result is read here as ``build`` and ``format_fleet`` read it."""
+    for outcome in outcomes:
+        result = outcome.result
+        if result is None:
+            continue
+        try:
+            _counts(result["diff"])
+            affected([outcome])
+            label(result["a"].get("policy_source", "trace"))
+            format_compare(result["diff"], name_a="A", name_b="B")
+        except (KeyError, TypeError, AttributeError, ValueError, IndexError) as exc:
+            outcome.state, outcome.reason = "failed", f"{SCHEMA}: result: {type(exc).__name__}: {exc}"
 
 
 def build(outcomes: list[NodeOutcome], *, policy: str, window: dict[str, Any]) -> dict[str, Any]:

@@ -42,5 +42,6 @@ class TokenFile:
         token = self.current()
         if token is None or not header or not header.startswith("Bearer "):
             return False
-        # Constant-time comparison: the token must not leak through response timing.
-        return hmac.compare_digest(header[len("Bearer "):].strip().encode(), token)
+        # Constant-time comparison: the token must not leak through response timing. aiohttp decodes header bytes
+        # that are not UTF-8 with surrogateescape; encoding them back gives the bytes sent (a mismatch, not a 500).
+        return hmac.compare_digest(header[len("Bearer "):].strip().encode("utf-8", "surrogateescape"), token)

@@ -48,12 +48,16 @@ def parse_time(name: str, value: Any) -> float | None:
     if value is None:
         return None
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        if value != value or value in (float("inf"), float("-inf")):
+        try:
+            seconds = float(value)
+        except OverflowError:  # an integer no float holds
+            seconds = float("inf")
+        if seconds != seconds or seconds in (float("inf"), float("-inf")):
             raise BadRequest(f"{name}: a finite number of unix seconds is required")
-        return float(value)
+        return seconds
     if isinstance(value, str):
         try:
-            parsed = datetime.fromisoformat(value)
+            parsed = datetime.fromisoformat(value.upper())  # RFC 3339 §5.6: "t" and "z" may be lower case
         except ValueError:
             raise BadRequest(f"{name}: not an RFC 3339 time or unix seconds: {value!r}") from None
         if parsed.tzinfo is None:
@@ -66,7 +70,7 @@ def parse_body(raw: bytes) -> tuple[Policy, float | None, float | None]:
     """The posted policy (validated as a policy file) and window; BadRequest says what is wrong."""
     try:
         body = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested deeper than the decoder goes
         raise BadRequest(f"the body is not valid JSON: {exc}") from None
     if not isinstance(body, dict):
         raise BadRequest("the body must be a JSON object with policy (and optionally since, until)")
@@ -136,11 +140,13 @@ class WhatIfServer:
         if refused is not None:
             return refused
         limit = self.settings.max_body_bytes
+        too_big = _error(413, f"the body is over the limit of {limit} bytes (whatif.max_body_bytes)")
         if request.content_length is not None and request.content_length > limit:
-            return _error(413, f"the body is over the limit of {limit} bytes (whatif.max_body_bytes)")
-        raw = await request.content.read(limit + 1)
-        if len(raw) > limit:
-            return _error(413, f"the body is over the limit of {limit} bytes (whatif.max_body_bytes)")
+            return too_big
+        try:  # the whole body, however it is sent (chunked too), bounded by the app's client_max_size
+            raw = await request.read()
+        except web.HTTPRequestEntityTooLarge:
+            return too_big
         if self.jobs.directory is None:
             return _error(503, RECORDER_OFF)
         if self.jobs.worker is None:
@@ -165,5 +171,6 @@ class WhatIfServer:
         job = self.jobs.get(request.match_info["id"])
         if job is None:
             return _error(404, f"no what-if {request.match_info['id']!r} on this node (unknown, or its result "
-                               f"expired {self.settings.result_ttl_seconds:g} s after it ended)")
+                               f"expired {self.settings.result_ttl_seconds:g} s after it ended or after "
+                               f"{self.settings.max_results} newer ones)")
         return web.json_response(job.document(node=self.jobs.node))

@@ -149,6 +149,14 @@ def _receive(conn: Any) -> Any:
         return None
 
 
+def _reap(process: Any) -> None:
+    """Wait for the worker to exit, killing one that lingers after its outcome: no process outlives its job."""
+    process.join(5)
+    if process.is_alive():
+        process.kill()
+        process.join()
+
+
 class WhatIfJobs:
     """Starts, tracks and expires what-if jobs; ``directory`` None: the flight recorder is off."""
 
@@ -219,11 +227,12 @@ class WhatIfJobs:
                     job.error = self._lost(job.process.exitcode)
                 break
         finally:
-            conn.close()
             if job.state == RUNNING:  # cancelled (the agent stops): the worker goes with it
                 job.state, job.error = FAILED, "the agent stopped before the what-if ended"
+                job.process.kill()
             job.ended = self._monotonic()
-            await asyncio.to_thread(job.process.join, 5)
+            await asyncio.to_thread(_reap, job.process)
+            conn.close()  # after the worker is gone: the reading thread, if any, has its EOF
             log.info("what-if %s ended %s after %d ticks, %.1f CPU seconds%s", job.id, job.state, job.ticks_done,
                      job.cpu_seconds, f": {job.error}" if job.error else "")
 
@@ -236,10 +245,13 @@ class WhatIfJobs:
         return f"the worker process ended without a result (exit code {exitcode})"
 
     def _expire(self) -> None:
+        """Drop the results past their TTL, and the oldest past ``max_results``: a result may be megabytes."""
         now = self._monotonic()
-        for job_id in [job.id for job in self._jobs.values()
-                       if job.ended is not None and now - job.ended >= self.settings.result_ttl_seconds]:
-            del self._jobs[job_id]
+        ended = sorted((job for job in self._jobs.values() if job.ended is not None), key=lambda job: job.ended)
+        surplus = max(0, len(ended) - self.settings.max_results)
+        for index, job in enumerate(ended):
+            if index < surplus or now - job.ended >= self.settings.result_ttl_seconds:
+                del self._jobs[job.id]
 
     async def close(self) -> None:
         """Stop a running worker (the agent is stopping) and wait for its supervisor."""
