@@ -24,7 +24,8 @@ from __future__ import annotations
 from typing import Iterable
 
 from watchdog.action.lineage import Lineage, next_lineage
-from watchdog.action.vm_rules import CREATED_BY_LABEL, is_launcher
+from watchdog.action.vm_rules import is_launcher
+from watchdog.model.vms import CREATED_BY_LABEL
 from watchdog.config.action import VmPolicy
 from watchdog.model import PodInfo, VmiInfo
 

@@ -28,12 +28,10 @@ from typing import Mapping
 
 from watchdog.config.action import VmPolicy
 from watchdog.model import EvictionResult, PodInfo, VmiInfo
+from watchdog.model.vms import CREATED_BY_LABEL, LAUNCHER_LABEL, LAUNCHER_VALUE
 
-# The launcher pod's labels (kubevirt/kubevirt staging/src/kubevirt.io/api/core/v1/types.go: AppLabel,
-# CreatedByLabel); the webhook itself finds the VMI by the pod's kubevirt.io/domain annotation, its name.
-LAUNCHER_LABEL = "kubevirt.io"
-LAUNCHER_VALUE = "virt-launcher"
-CREATED_BY_LABEL = "kubevirt.io/created-by"
+# The launcher pod's labels live in model/vms.py (LAUNCHER_LABEL, CREATED_BY_LABEL); the webhook itself finds the
+# VMI by the pod's kubevirt.io/domain annotation, its name.
 # Strategies under which KubeVirt evacuates the VM instead of letting the pod go (migrations.VMIEvictionStrategy).
 MIGRATE = "LiveMigrate"
 MIGRATE_IF_POSSIBLE = "LiveMigrateIfPossible"

@@ -20,10 +20,8 @@ from types import MappingProxyType
 from typing import Iterable, Mapping
 
 from watchdog.model import EMPTY, NodeSample, PodIndex, PodRef, VgpuOwner, VmiInfo
+from watchdog.model.vms import CREATED_BY_LABEL, LAUNCHER_LABEL, LAUNCHER_VALUE
 
-LAUNCHER_LABEL = "kubevirt.io"
-LAUNCHER_VALUE = "virt-launcher"
-CREATED_BY_LABEL = "kubevirt.io/created-by"
 
 
 def launcher_pods(index: PodIndex, *, node: str) -> Mapping[str, PodRef]:
