@@ -25,9 +25,9 @@ from typing import Iterable
 
 from watchdog.action.lineage import Lineage, next_lineage
 from watchdog.action.vm_rules import is_launcher
-from watchdog.model.vms import CREATED_BY_LABEL
 from watchdog.config.action import VmPolicy
 from watchdog.model import PodInfo, VmiInfo
+from watchdog.model.vms import CREATED_BY_LABEL
 
 _MAX_REMEMBERED = 10_000  # VMIs whose last migration end is remembered; past it the memory starts over
 
