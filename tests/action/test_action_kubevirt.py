@@ -130,3 +130,54 @@ async def test_dry_run_says_it_would_migrate_and_moves_nothing(server, kube):
     assert [o.result for o in outcomes] == [R.DRY_RUN] and "would live-migrate VMI vms/vm-a" in outcomes[0].detail
     assert not server.store.list(VMI_MIGRATIONS)
     assert "evacuationNodeName" not in server.store.get(VMIS, "vms", "vm-a")["status"]
+
+
+def _set_vmi(server, **changes) -> None:
+    import copy
+
+    vmi = copy.deepcopy(server.store.get(VMIS, "vms", "vm-a"))
+    if "migratable" in changes:
+        vmi["status"]["conditions"] = [{"type": "LiveMigratable",
+                                        "status": "True" if changes["migratable"] else "False"}]
+    if "strategy" in changes:
+        vmi["spec"]["evictionStrategy"] = changes["strategy"]
+    server.store.update(VMIS, vmi)
+
+
+def _evictions(server) -> list:
+    return [r for r in server.requests if r[1].endswith("/eviction")]
+
+
+async def test_the_vmi_is_read_again_before_the_send_and_a_vm_that_would_now_stop_is_not_sent_for(server, kube):
+    # Decided on a list where the VM could migrate; by the send, LiveMigratable is False, and under
+    # LiveMigrateIfPossible KubeVirt's webhook would let the eviction through: the VM would be stopped.
+    launcher = add_vm(server, strategy="LiveMigrateIfPossible")
+    decided_on = world(server, launcher)
+    _set_vmi(server, migratable=False)
+    s, _, audit = stage(kube)
+    server.requests.clear()
+    report = await s.run_cycle(*decided_on)
+    assert [r.result for r in report.counted] == [R.VM_NOT_MIGRATABLE], report.counted
+    assert report.counted[0].detail.startswith("re-checked before sending")
+    assert not _evictions(server)
+    assert server.get_pod("vms", launcher)["status"]["phase"] == "Running"
+    assert any(r[1].endswith("/virtualmachineinstances/vm-a") for r in server.requests)
+
+
+async def test_a_vmi_gone_by_the_send_sends_nothing(server, kube):
+    launcher = add_vm(server)
+    decided_on = world(server, launcher)
+    server.store.remove(VMIS, "vms", "vm-a")
+    s, _, _ = stage(kube)
+    server.requests.clear()
+    report = await s.run_cycle(*decided_on)
+    assert [r.result for r in report.counted] == [R.UNSAFE] and not _evictions(server)
+
+
+async def test_a_vm_that_can_still_migrate_is_sent_for_after_the_reread(server, kube):
+    launcher = add_vm(server)
+    decided_on = world(server, launcher)
+    _set_vmi(server, strategy="LiveMigrate")  # unchanged in substance: still migrates
+    s, _, _ = stage(kube)
+    outcomes = (await s.run_cycle(*decided_on)).outcomes
+    assert [o.result for o in outcomes] == [R.MIGRATING]

@@ -16,7 +16,10 @@ limit, 150 s) and before the awaits of the send itself (the kill-switch GET, the
 which a policy reload may land. So, with `recheck_pods`, the pod is read once more just before the request, and
 after the last await the CURRENT policy is applied again: observe mode sends nothing, a pod protected now
 (annotation, namespace, priority floor), terminating, ended or replaced (another uid) is not sent for. A reload
-never escalates a decision already in flight: dry-run at decision time stays dry-run.
+never escalates a decision already in flight: dry-run at decision time stays dry-run. A virt-launcher pod's VMI is
+read too (by the pod's kubevirt.io/domain annotation): the VMI list the decision was made on may be 30 s old, and
+whether KubeVirt migrates or stops the VM (its strategy, LiveMigratable, a migration under way) is judged again on
+the VMI as it is now (vm_rules.py); a VMI that cannot be read stops the send, one that is gone makes it `unsafe`.
 """
 
 from __future__ import annotations
@@ -29,9 +32,11 @@ from watchdog.action.eligibility import Refusal, protection, refusal
 from watchdog.action.ledger import Ledger
 from watchdog.action.pacing import IN_FLIGHT, Pacer
 from watchdog.action.send_budget import SendBudget, take_slot
+from watchdog.action.vm_rules import is_launcher
 from watchdog.config.action import ActionPolicy
 from watchdog.model import (ActionOutcome, ActionReport, Decision, EvictionRequest, EvictionResult, Mode,
-                            PodInfo, PodRef)
+                            PodInfo, PodRef, VmiInfo)
+from watchdog.model.vms import DOMAIN_ANNOTATION
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +85,8 @@ class EvictionApi(Protocol):
     async def evict(self, pod: PodRef, *, dry_run: bool, grace_seconds: int | None = None) -> EvictionReplyLike: ...
 
     async def get_pod(self, namespace: str, name: str) -> PodInfo | None: ...
+
+    async def get_vmi(self, namespace: str, name: str) -> VmiInfo | None: ...
 
     async def record_event(
         self,
@@ -251,13 +258,16 @@ class Evictor:
             return self._ledger.account(decision, EvictionResult.RATE_LIMITED, detail=spent, now=self._clock(),
                                         mode=mode)
         fresh: PodInfo | None = None
+        vms: Mapping[str, VmiInfo] | None = None
         if self._recheck_pods:
             fresh, failure = await self._reread(request)
+            if failure is None and fresh is not None and is_launcher(fresh):
+                vms, failure = await self._reread_vmi(fresh)
             if failure is not None:
                 return self._failed_reread(decision, failure, mode=mode)
         # No await from here to the POST: what is checked now is what the request goes out under.
         stopped = (self._stale(decision, decided_at, mode=mode)
-                   or self._stopped_since_decided(decision, fresh, mode=mode))
+                   or self._stopped_since_decided(decision, fresh, mode=mode, vms=vms))
         if stopped is not None:
             return stopped
         dry_run = mode is Mode.DRY_RUN or self._policy.mode is Mode.DRY_RUN
@@ -297,6 +307,20 @@ class Evictor:
             log.warning("re-reading %s before sending raised: %r", request.pod.key, exc)
             return None, f"could not re-read the pod before sending: {exc}"
 
+    async def _reread_vmi(self, pod: PodInfo) -> tuple[Mapping[str, VmiInfo], str | None]:
+        """The launcher pod's VMI as the API server has it now, by uid as the VM rules look it up ({}: the pod names
+        none, or it is gone; the rules then refuse as `unsafe`), or why it could not be read."""
+        assert self._api is not None
+        name = pod.annotations.get(DOMAIN_ANNOTATION)
+        if not name:
+            return {}, None
+        try:
+            vmi = await self._api.get_vmi(pod.namespace, name)
+        except Exception as exc:  # KubeError, a malformed VMI (ValueError), anything: nothing is sent
+            log.warning("re-reading VMI %s/%s before sending raised: %r", pod.namespace, name, exc)
+            return {}, f"could not re-read VMI {pod.namespace}/{name} before sending: {exc}"
+        return ({vmi.uid: vmi} if vmi is not None else {}), None
+
     def _failed_reread(self, decision: Decision, failure: str, *, mode: Mode) -> ActionOutcome | None:
         """A pod that cannot be read is not sent for; it is an API error, backed off like a failed eviction."""
         assert decision.request is not None
@@ -304,8 +328,10 @@ class Evictor:
         self._note_errors(EvictionResult.ERROR, self._monotonic(), None)
         return self._ledger.account(decision, EvictionResult.ERROR, detail=failure, now=self._clock(), mode=mode)
 
-    def _stopped_since_decided(self, decision: Decision, fresh: PodInfo | None, *, mode: Mode) -> ActionOutcome | None:
-        """The outcome when the policy as it is now, or the pod as re-read, no longer allows the send; else None."""
+    def _stopped_since_decided(self, decision: Decision, fresh: PodInfo | None, *, mode: Mode,
+                               vms: Mapping[str, VmiInfo] | None = None) -> ActionOutcome | None:
+        """The outcome when the policy as it is now, or the pod (and a launcher's VMI, `vms`) as re-read, no longer
+        allows the send; else None."""
         request = decision.request
         assert request is not None
         policy = self._policy
@@ -323,7 +349,7 @@ class Evictor:
                 detail = f"re-read before sending: {request.pod.key} {what}"
                 return self._ledger.account(decision, EvictionResult.GONE, detail=detail, now=now, mode=mode)
             self._pacer.learn(fresh)
-            refused = refusal(fresh, policy) or refused
+            refused = refusal(fresh, policy, vms=vms) or refused
         if refused is None:
             return None
         self._pacer.hold(request, now=pacing_now)  # its stale decision comes back next cycle: not one GET per cycle

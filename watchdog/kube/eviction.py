@@ -49,9 +49,11 @@ from typing import Any, Callable, Iterable
 from urllib.parse import quote
 
 from watchdog.kube.client import KubeApi
-from watchdog.kube.errors import KubeNotFound, error_for_status, kube_errors, status_body, translate
+from watchdog.kube.errors import (KubeForbidden, KubeNotFound, error_for_status, kube_errors, status_body,
+                                  translate)
 from watchdog.kube.pods import pod_info
-from watchdog.model import EvictionResult, PodInfo, PodRef
+from watchdog.kube.vmis import KUBEVIRTS_PATH, cluster_eviction_strategy, vmi_info
+from watchdog.model import EvictionResult, PodInfo, PodRef, VmiInfo
 
 log = logging.getLogger(__name__)
 
@@ -198,6 +200,25 @@ class KubeEvictions:
             return pod_info(await self.api.request_json("GET", _pod_path(namespace, name)))
         except KubeNotFound:
             return None
+
+    async def get_vmi(self, namespace: str, name: str) -> VmiInfo | None:
+        """The VMI as the API server has it now, its eviction strategy resolved as KubeVirt resolves it (the VMI's,
+        else the KubeVirt CR's; kube/vmis.py); None when it does not exist. Raises KubeError when unreadable and
+        ValueError when malformed: the caller sends nothing then."""
+        path = (f"/apis/kubevirt.io/v1/namespaces/{quote(namespace, safe='')}/virtualmachineinstances/"
+                f"{quote(name, safe='')}")
+        try:
+            body = await self.api.request_json("GET", path)
+        except KubeNotFound:
+            return None
+        spec = body.get("spec")
+        default = ""
+        if not isinstance(spec, dict) or not spec.get("evictionStrategy"):
+            try:
+                default = cluster_eviction_strategy(await self.api.request_json("GET", KUBEVIRTS_PATH))
+            except (KubeNotFound, KubeForbidden):
+                default = ""  # as the VMI list reads it: unset, an eviction taken to stop the VM
+        return vmi_info(body, cluster_strategy=default)
 
     async def record_event(self, pod: PodRef, *, reason: str, message: str, type: str = "Warning",
                            action: str = "Evict", component: str = "gpu-watchdog", host: str = "",

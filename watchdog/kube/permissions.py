@@ -62,6 +62,8 @@ PERMISSIONS: tuple[Permission, ...] = tuple([
            "its own Node's GPU Feature Discovery labels: how the device plugin shares its GPUs"),
     *_rows("agent", "cluster", "kubevirt.io", "virtualmachineinstances", "list",
            "its node's KubeVirt VMIs (label kubevirt.io/nodeName), to name each vGPU's VMI and virt-launcher pod"),
+    *_rows("agent", "cluster", "kubevirt.io", "virtualmachineinstances", "get",
+           "a virt-launcher pod's VMI re-read just before its eviction is sent (whether it migrates or stops)"),
     *_rows("agent", "cluster", "kubevirt.io", "kubevirts", "list",
            "the KubeVirt CR's default evictionStrategy, for VMIs without their own (whether an eviction migrates)"),
     *_rows("agent", "agent-namespace", "", "configmaps", "get", "the kill switch", (KILL_SWITCH,)),

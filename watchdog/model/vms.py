@@ -24,6 +24,8 @@ VGPU_PREFIXES = ("GRID_", "NVIDIA_")
 LAUNCHER_LABEL = "kubevirt.io"
 LAUNCHER_VALUE = "virt-launcher"
 CREATED_BY_LABEL = "kubevirt.io/created-by"
+# The launcher pod's annotation naming its VMI (DomainAnnotation), by which KubeVirt's eviction webhook finds it.
+DOMAIN_ANNOTATION = "kubevirt.io/domain"
 
 
 def is_vgpu_resource(name: str) -> bool:
