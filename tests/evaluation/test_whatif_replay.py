@@ -97,6 +97,13 @@ def test_at_the_cpu_bound_the_partial_result_is_the_full_result_of_the_ticks_rea
     assert prefix.state == "done" and prefix.result == partial.result
 
 
+def test_the_cpu_bound_also_holds_while_reading_ticks_before_the_window(flight, monkeypatch) -> None:
+    spent = iter(range(10_000))
+    monkeypatch.setattr(whatif, "_cpu_seconds", lambda: float(next(spent)))  # one CPU second per reading
+    late = run(request(flight, since=EPOCH + 10_000, cpu=5.0))  # no tick in the window: all are read and skipped
+    assert (late.state, late.result, late.ticks_done) == ("cancelled", None, 0) and "before the window" in late.error
+
+
 def test_no_tick_in_the_window_is_no_data(flight: Path, tmp_path: Path) -> None:
     future = run(request(flight, since=EPOCH + 10_000))
     assert (future.state, future.result) == ("no_data", None) and "no tick" in future.error

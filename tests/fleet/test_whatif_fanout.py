@@ -278,3 +278,20 @@ def test_during_a_rollout_each_node_is_asked_once_through_its_live_pod():
     chosen = {p["metadata"]["name"] for p in _one_pod_per_node([old, new, starting, leaving, only_old, *unscheduled])}
     # n1: the live new pod; n2: the old one still serving beats one not yet started; n3: its only pod, whatever it is
     assert chosen == {"agent-new", "agent-leaving", "agent-last", "agent-a", "agent-b"}
+
+
+async def test_a_node_cancelled_before_its_window_is_listed_as_cancelled_with_nothing_to_count(server, files):
+    post = {"id": "w1", "state": "running", "href": "/api/v1/whatif/w1"}
+    cancelled = {"id": "w1", "state": "cancelled", "progress": {"fraction": 0.2}, "result": None,
+                 "error": "stopped at the CPU bound of 5 s before the window's first tick: nothing replayed"}
+    async with rogue_agent(post=post, answers=[cancelled]) as early, \
+            agents({"node": "gpu-ok", "token": TOKEN, "result": result_pair()}) as (ok,):
+        add_agent_pod(server, node="gpu-early", port=early["port"])
+        add_agent_pod(server, node="gpu-ok", port=ok.port)
+        code, out, _ = await whatif(server, files, "--output", "json")
+        assert code == 1
+        report = json.loads(out)
+        (row,) = report["failed"]
+        assert (row["node"], row["state"]) == ("gpu-early", "cancelled") and "before the window" in row["reason"]
+        code, text, _ = await whatif(server, files)
+        assert code == 1 and "gpu-early" in text and "== node gpu-ok" in text

@@ -108,6 +108,9 @@ def run_whatif(request: WhatIfRequest, progress: Callable[[WhatIfProgress], None
                 timestamp = record.sample.timestamp
                 if (request.since is not None and timestamp < request.since) or \
                         (request.until is not None and timestamp > request.until):
+                    if cpu() >= request.max_cpu_seconds:  # reading ticks outside the window costs CPU too
+                        state = CANCELLED
+                        break
                     continue
                 a.step(record)
                 b.step(record)
@@ -124,6 +127,9 @@ def run_whatif(request: WhatIfRequest, progress: Callable[[WhatIfProgress], None
         done_bytes += _size(trace)
         if state == CANCELLED:
             break
+    if ticks == 0 and state == CANCELLED:
+        return WhatIfOutcome(CANCELLED, None, f"stopped at the CPU bound of {request.max_cpu_seconds:g} s before "
+                             "the window's first tick: nothing replayed", 0, len(traces), cpu(), since)
     if ticks == 0:
         text = _window_text(request.since, request.until)
         return WhatIfOutcome(NO_DATA, None, f"the flight recorder holds no tick {text}", 0, len(traces), cpu(), since)

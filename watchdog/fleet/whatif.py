@@ -259,7 +259,9 @@ def _envelope_problem(body: dict[str, Any]) -> str | None:
     fraction = (progress or {}).get("fraction")
     if fraction is not None and (isinstance(fraction, bool) or not isinstance(fraction, (int, float))):
         return f"progress.fraction {_short(fraction)} is not a number"
-    if state in WITH_RESULT and not isinstance(body.get("result"), dict):
+    result = body.get("result")
+    # A cancelled what-if carries what it had, which is nothing when it was stopped before its window's first tick.
+    if (state == ANSWERED or result is not None) and state in WITH_RESULT and not isinstance(result, dict):
         return f"a {state} answer without a result object"
     return None
 
