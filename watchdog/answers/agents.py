@@ -44,8 +44,15 @@ def container_port(pod: dict[str, Any], name: str = PORT_NAME) -> int | None:
     return None
 
 
-def _port(pod: dict[str, Any]) -> int | None:
-    return container_port(pod, PORT_NAME)
+def pod_url(pod: dict[str, Any], *, port_name: str = PORT_NAME, port: int | None = None,
+            default_port: int = DEFAULT_PORT) -> str | None:
+    """The base URL of a pod's port ``port_name`` as a Service endpoint would reach it (``port`` overrides it, a pod
+    that names none gets ``default_port``); None when the pod has no IP yet."""
+    ip = (pod.get("status") or {}).get("podIP")
+    if not ip:
+        return None
+    host = f"[{ip}]" if ":" in ip else ip  # an IPv6 pod IP (RFC 3986 §3.2.2)
+    return f"http://{host}:{port or container_port(pod, port_name) or default_port}"
 
 
 async def find_agents(api: KubeApi, *, namespace: str = AGENT_NAMESPACE, node: str | None = None,
@@ -57,12 +64,9 @@ async def find_agents(api: KubeApi, *, namespace: str = AGENT_NAMESPACE, node: s
     listing = await api.request_json("GET", f"/api/v1/namespaces/{namespace}/pods", query=query)
     found = []
     for pod in listing.get("items") or []:
-        status = pod.get("status") or {}
-        ip = status.get("podIP")
-        if not ip or status.get("phase") not in (None, "Running"):
+        url = pod_url(pod, port=port)
+        if url is None or (pod.get("status") or {}).get("phase") not in (None, "Running"):
             continue
-        host = f"[{ip}]" if ":" in ip else ip  # an IPv6 pod IP (RFC 3986 §3.2.2)
-        url = f"http://{host}:{port or _port(pod) or DEFAULT_PORT}"
         found.append(AgentPod(name=(pod.get("metadata") or {}).get("name", ""),
                               node=(pod.get("spec") or {}).get("nodeName") or "", url=url))
     return sorted(found, key=lambda agent: (agent.node, agent.name))

@@ -22,7 +22,7 @@ from urllib.parse import quote
 
 import aiohttp
 
-from watchdog.answers.agents import AGENT_NAMESPACE, AGENT_SELECTOR, container_port
+from watchdog.answers.agents import AGENT_NAMESPACE, AGENT_SELECTOR, pod_url
 from watchdog.kube import KubeApi
 
 PORT_NAME = "whatif"
@@ -110,15 +110,13 @@ async def find_targets(api: KubeApi, *, namespace: str = AGENT_NAMESPACE, select
         if nodes is not None and node not in nodes:
             continue
         name = (pod.get("metadata") or {}).get("name", "")
-        status = pod.get("status") or {}
-        ip, phase = status.get("podIP"), status.get("phase")
-        if phase not in (None, "Running") or not ip:
+        phase = (pod.get("status") or {}).get("phase")
+        url = pod_url(pod, port_name=PORT_NAME, port=port, default_port=DEFAULT_PORT)
+        if phase not in (None, "Running") or url is None:
             targets.append(Target(node=node, pod=name, reason=f"pod {phase or 'without phase'}, no pod IP"
-                                  if not ip else f"pod {phase}"))
+                                  if url is None else f"pod {phase}"))
             continue
-        host = f"[{ip}]" if ":" in ip else ip  # an IPv6 pod IP (RFC 3986 §3.2.2)
-        targets.append(Target(node=node, pod=name,
-                              url=f"http://{host}:{port or container_port(pod, PORT_NAME) or DEFAULT_PORT}"))
+        targets.append(Target(node=node, pod=name, url=url))
     return sorted(targets, key=lambda target: (target.node, target.pod))
 
 
