@@ -52,7 +52,7 @@ from watchdog.kube.client import KubeApi
 from watchdog.kube.errors import (KubeForbidden, KubeNotFound, error_for_status, kube_errors, status_body,
                                   translate)
 from watchdog.kube.pods import pod_info
-from watchdog.kube.vmis import KUBEVIRTS_PATH, cluster_eviction_strategy, vmi_info
+from watchdog.kube.vmis import read_cluster_strategy, vmi_info
 from watchdog.model import EvictionResult, PodInfo, PodRef, VmiInfo
 
 log = logging.getLogger(__name__)
@@ -215,8 +215,8 @@ class KubeEvictions:
         default = ""
         if not isinstance(spec, dict) or not spec.get("evictionStrategy"):
             try:
-                default = cluster_eviction_strategy(await self.api.request_json("GET", KUBEVIRTS_PATH))
-            except (KubeNotFound, KubeForbidden):
+                default = await read_cluster_strategy(self.api)
+            except KubeForbidden:
                 default = ""  # as the VMI list reads it: unset, an eviction taken to stop the VM
         return vmi_info(body, cluster_strategy=default)
 

@@ -87,6 +87,15 @@ def cluster_eviction_strategy(body: dict[str, Any]) -> str:
     return ""
 
 
+async def read_cluster_strategy(api: KubeApi) -> str:
+    """The KubeVirt CR's default eviction strategy; "" when there is no CR. Raises KubeForbidden when it may not be
+    read (the caller decides what to say) and KubeError on any other failure."""
+    try:
+        return cluster_eviction_strategy(await api.request_json("GET", KUBEVIRTS_PATH))
+    except KubeNotFound:
+        return ""
+
+
 class NodeVmis(SlowRead):
     """``await NodeVmis(api, node=…).run()`` keeps ``vmis`` current; ``read()`` lists once."""
 
@@ -139,9 +148,7 @@ class NodeVmis(SlowRead):
         """The KubeVirt CR's default eviction strategy; "" when it is absent or may not be read (403, logged once).
         Other failures raise, so the last good list is kept."""
         try:
-            return cluster_eviction_strategy(await self.api.request_json("GET", KUBEVIRTS_PATH))
-        except KubeNotFound:
-            return ""
+            return await read_cluster_strategy(self.api)
         except KubeForbidden as error:
             if not getattr(self, "_forbidden_logged", False):
                 log.warning("cannot list kubevirts (RBAC list on kubevirt.io kubevirts): VMIs without their own "
