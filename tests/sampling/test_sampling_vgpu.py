@@ -94,6 +94,25 @@ def test_the_plausibility_gate_refuses_impossible_vgpu_readings():
         ("v-2", "fb_used_bytes"), ("v-2", "sm_util"), ("v-2", "decoder_util")}
 
 
+def test_the_plausibility_gate_refuses_an_impossible_vgpu_scheduler_time_slice_and_runlist():
+    from watchdog.model import GpuSample, NodeSample, VgpuRunlist
+    from watchdog.model.plausibility import PlausibilityGate
+
+    fine = VgpuRunlist(runlist=0, run_seconds=12.5, slices=40, preemption_seconds=0.1)
+    broken = VgpuRunlist(runlist=1, run_seconds=float("nan"), slices=40)
+    too_many = VgpuRunlist(runlist=2, run_seconds=1.0, slices=201)  # the log holds 200 entries
+    gpu = GpuSample(index=0, uuid="GPU-1", name="A100", vgpu_scheduler="best_effort", vgpu_timeslice_seconds=-0.002,
+                    vgpu_runlists=(fine, broken, too_many))
+    admitted = PlausibilityGate().admit(NodeSample(node="n", tick=0, timestamp=0.0, gpus=(gpu,)))
+    kept = admitted.gpus[0]
+    assert kept.vgpu_timeslice_seconds is None and kept.vgpu_runlists == (fine,)
+    assert {(r.check, r.field) for r in admitted.rejected} == {
+        ("context_switch", "vgpu_timeslice_seconds"), ("context_switch", "vgpu_runlists[1]"),
+        ("context_switch", "vgpu_runlists[2]")}
+    sane = GpuSample(index=0, uuid="GPU-1", name="A100", vgpu_timeslice_seconds=0.002, vgpu_runlists=(fine,))
+    assert PlausibilityGate().admit(NodeSample(node="n", tick=0, timestamp=0.0, gpus=(sane,))).rejected == ()
+
+
 def test_the_probe_lists_every_vgpu_call_per_gpu():
     from watchdog.sampling.probe import probe
     from watchdog.sampling.probe_table import render_table

@@ -15,7 +15,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from watchdog.model.samples import GpuSample, MigSample, ProcessSample, Rejection, VgpuSample, XidEvent
+from watchdog.model.samples import (GpuSample, MigSample, ProcessSample, Rejection, VgpuRunlist, VgpuSample,
+                                    XidEvent)
 
 MIG_CONFIG_CHANGE = 0x100  # nvml.h nvmlEventMigConfigChange
 MAX_GPU_INDEX = 1023  # NVML indices are 0 … count − 1; no node holds a thousand GPUs
@@ -250,12 +251,44 @@ def _vgpus(vgpus: tuple[VgpuSample, ...], found: Found, *, gpu_total: int | None
     return tuple(out) if changed else vgpus
 
 
+# The vGPU scheduler's time slice (nvmlDeviceGetVgpuSchedulerState) is milliseconds long; a second is far past any
+# the driver sets. Its log holds at most NVML_SCHEDULER_SW_MAX_LOG_ENTRIES (200) entries, so as many slices.
+MAX_VGPU_TIMESLICE_SECONDS = 1.0
+MAX_VGPU_LOG_SLICES = 200
+
+
+def _plausible_runlist(runlist: VgpuRunlist) -> bool:
+    return (0.0 <= runlist.run_seconds < float("inf") and 0.0 <= runlist.preemption_seconds < float("inf")
+            and 0 <= runlist.slices <= MAX_VGPU_LOG_SLICES)
+
+
+def _vgpu_scheduler(gpu: GpuSample, found: Found) -> GpuSample:
+    """The host's scheduler readings: a time slice no driver sets becomes None, a runlist no log can hold is left
+    out; each is counted."""
+    changes: dict[str, Any] = {}
+    timeslice = gpu.vgpu_timeslice_seconds
+    if timeslice is not None and not 0.0 < timeslice <= MAX_VGPU_TIMESLICE_SECONDS:
+        found.add("context_switch", gpu.uuid, "vgpu_timeslice_seconds", timeslice,
+                  f"a vGPU time slice is > 0 and at most {MAX_VGPU_TIMESLICE_SECONDS:g} s")
+        changes["vgpu_timeslice_seconds"] = None
+    kept = tuple(runlist for runlist in gpu.vgpu_runlists if _plausible_runlist(runlist))
+    if len(kept) != len(gpu.vgpu_runlists):
+        for runlist in gpu.vgpu_runlists:
+            if not _plausible_runlist(runlist):
+                found.add("context_switch", gpu.uuid, f"vgpu_runlists[{runlist.runlist}]", runlist,
+                          f"run and preemption seconds are finite and ≥ 0, slices 0 … {MAX_VGPU_LOG_SLICES}")
+        changes["vgpu_runlists"] = kept
+    return dataclasses.replace(gpu, **changes) if changes else gpu
+
+
 def check_gpu(gpu: GpuSample, instances: tuple[MigSample, ...], found: Found) -> GpuSample:
     """``gpu`` with ``instances`` (already admitted on identity) and every implausible reading set to None."""
     if gpu.vgpus:
         vgpus = _vgpus(gpu.vgpus, found, gpu_total=gpu.memory_total_bytes)
         if vgpus is not gpu.vgpus:
             gpu = dataclasses.replace(gpu, vgpus=vgpus)
+    if gpu.vgpu_timeslice_seconds is not None or gpu.vgpu_runlists:
+        gpu = _vgpu_scheduler(gpu, found)
     if _plausible_gpu(gpu):  # the common case, in straight-line code: only the instances are left to check
         total, link = gpu.memory_total_bytes, gpu.pcie_link_bytes_per_second
         ceiling = MAX_MEMORY_BYTES if total is None else total + MEMORY_SLACK_BYTES
