@@ -150,3 +150,13 @@ def test_an_alert_never_evicts_a_virt_launcher_pod_even_one_that_holds_a_gpu():
     assert (d.result, d.pod) == (R.UNSAFE, launcher.name) and "KubeVirt VM" in d.detail
     plain = gpu_pod("vm-a-x7k2p", node="node-a", priority=10, phase="Running")
     assert decide_alert(target(node="node-a", pod=plain.name), [plain], policy=POLICY).result is None
+
+
+def test_a_tenant_alert_passes_over_a_virt_launcher_pod_to_the_next_candidate():
+    launcher = gpu_pod("virt-launcher-vm-a-x7k2p", node="node-a", priority=1, phase="Running",
+                       labels={"kubevirt.io": "virt-launcher", "kubevirt.io/created-by": "vmi-uid"})
+    other = gpu_pod("train-0", node="node-a", priority=5, phase="Running")
+    d = decide_alert(target(node="node-a"), [launcher, other], policy=POLICY)
+    assert (d.pod, d.result) == ("train-0", None)
+    alone = decide_alert(target(node="node-a"), [launcher], policy=POLICY)
+    assert (alone.pod, alone.result) == (launcher.name, R.UNSAFE)

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from watchdog.action.eligibility import refusal
+from watchdog.action.eligibility import Refusal, refusal
 from watchdog.action.vm_rules import is_launcher
 from watchdog.config.action import ActionPolicy
 from watchdog.controller.webhook import NODE_LABEL, AlertTarget
@@ -93,7 +93,7 @@ def decide_alert(target: AlertTarget, pods: Iterable[PodInfo], *, policy: Action
         return _stop(target, EvictionResult.NO_CANDIDATE, detail, None)
     first_refusal = None
     for pod in ranked:
-        refused = refusal(pod, policy)
+        refused = _refusal(pod, policy)
         if refused is None:
             return _go(target, pod)
         first_refusal = first_refusal or _stop(target, refused.result, refused.detail, pod)
@@ -109,14 +109,10 @@ def _decide_named(target: AlertTarget, tenant: list[PodInfo], here: list[PodInfo
     if candidate.node and candidate.node != target.node:
         detail = f"pod {where} runs on node {candidate.node}, not on {target.node} where the alert fired"
         return _stop(target, EvictionResult.NO_CANDIDATE, detail, None)
-    if is_launcher(candidate):
-        detail = (f"pod {where} runs a KubeVirt VM: whether evicting it migrates or stops the VM depends on its VMI, "
-                  "which only the node agent reads; an alert never evicts a VM")
-        return _stop(target, EvictionResult.UNSAFE, detail, candidate)
     if not is_gpu_pod(candidate):
         detail = f"pod {where} requests no GPU; an alert never evicts a non-GPU pod"
         return _stop(target, EvictionResult.NO_CANDIDATE, detail, None)
-    refused = refusal(candidate, policy)
+    refused = _refusal(candidate, policy)
     if refused:
         return _stop(target, refused.result, refused.detail, candidate)
     if not holds_gpu(candidate):
@@ -128,7 +124,7 @@ def _decide_named(target: AlertTarget, tenant: list[PodInfo], here: list[PodInfo
         return _stop(target, EvictionResult.NO_CANDIDATE, detail, None)
     lower = sorted(
         (p for p in here if is_gpu_pod(p) and holds_gpu(p) and p.priority < candidate.priority
-         and refusal(p, policy) is None),
+         and _refusal(p, policy) is None),
         key=_eviction_order,
     )
     if lower:
@@ -136,6 +132,17 @@ def _decide_named(target: AlertTarget, tenant: list[PodInfo], here: list[PodInfo
                   f"of the tenant on {target.node} than {candidate.name} (priority {candidate.priority})")
         return _stop(target, EvictionResult.NOT_LOWER_PRIORITY, detail, candidate)
     return _go(target, candidate)
+
+
+def _refusal(pod: PodInfo, policy: ActionPolicy) -> Refusal | None:
+    """The agent's refusals (eligibility.refusal), and one of the controller's own: a virt-launcher pod is never
+    chosen, named or not, since whether its eviction migrates or stops the VM depends on its VMI, which only the node
+    agent reads."""
+    if is_launcher(pod):
+        return Refusal(EvictionResult.UNSAFE, f"pod {pod.namespace}/{pod.name} runs a KubeVirt VM: whether evicting it "
+                       "migrates or stops the VM depends on its VMI, which only the node agent reads; an alert never "
+                       "evicts a VM")
+    return refusal(pod, policy)
 
 
 def _eviction_order(pod: PodInfo) -> tuple[int, float]:
